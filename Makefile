@@ -1,0 +1,47 @@
+# MetaKernelBench: `make` builds build/mkb; `make check` runs every test
+# against an ASan/UBSan build; `make demo` runs the CPU demo.
+CC ?= cc
+PKGS := jansson sqlite3
+CFLAGS_BASE := -std=c17 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \
+	-Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral -Wvla \
+	-include src/banned.h $(shell pkg-config --cflags $(PKGS))
+LDLIBS := $(shell pkg-config --libs $(PKGS))
+CFLAGS ?= -O2 -g
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+SRCS := $(wildcard src/*.c)
+LIB_SRCS := $(filter-out src/main.c,$(SRCS))
+HDRS := $(wildcard src/*.h)
+TEST_SRCS := $(wildcard tests/unit/*.c)
+
+all: build/mkb build/python
+
+build/mkb: $(SRCS) $(HDRS) Makefile
+	@mkdir -p build
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -o $@ $(SRCS) $(LDLIBS)
+
+build/asan/mkb: $(SRCS) $(HDRS) Makefile
+	@mkdir -p build/asan
+	$(CC) $(CFLAGS_BASE) -O1 -g $(SAN) -o $@ $(SRCS) $(LDLIBS)
+
+build/asan/unit: $(LIB_SRCS) $(TEST_SRCS) $(HDRS) tests/unit/unit.h Makefile
+	@mkdir -p build/asan
+	$(CC) $(CFLAGS_BASE) -Isrc -O1 -g $(SAN) -o $@ $(LIB_SRCS) $(TEST_SRCS) $(LDLIBS)
+
+# The grader's Python (a venv with torch, cached outside the clone). A
+# wrapper script, not a link: a venv is recognised by the path it is run by.
+build/python: grader/requirements.txt tools/bootstrap.sh
+	@mkdir -p build
+	venv=$$(tools/bootstrap.sh) && printf '#!/bin/sh\nexec "%s/bin/python" "$$@"\n' "$$venv" > $@.tmp
+	chmod +x $@.tmp && mv $@.tmp $@
+
+demo: all
+	tools/demo.sh
+
+check: all build/asan/mkb build/asan/unit
+	tests/run.sh
+
+clean:
+	rm -rf build
+
+.PHONY: all demo check clean

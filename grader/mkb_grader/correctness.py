@@ -1,0 +1,126 @@
+"""The correctness rule of PROTOCOL.md ("Correctness (paper)").
+
+Float outputs pass iff
+    max|actual - anchor| <= 3.0 * max(max|expected - anchor|, eps(dtype) * max|anchor|)
+with expected = reference on the inputs, anchor = reference on float64 copies
+of the fp32/fp16/bf16 inputs, eps = the output dtype's machine epsilon, maxima
+over the whole tensor in float64. Integer and bool outputs must be equal;
+empty tensors pass; NaN/Inf fail. Structure, shape, dtype and device must match.
+"""
+import torch
+
+FACTOR = 3.0
+ANCHOR_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class Mismatch(Exception):
+    """A candidate output differs from the reference; str() says how."""
+
+
+def to_anchor(value):
+    """float64 copy of a fp32/fp16/bf16 tensor; anything else unchanged."""
+    if isinstance(value, torch.Tensor) and value.dtype in ANCHOR_DTYPES:
+        return value.detach().to(torch.float64)
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_anchor(v) for v in value)
+    return value
+
+
+def clone_inputs(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(clone_inputs(v) for v in value)
+    return value
+
+
+def _describe(value):
+    if isinstance(value, torch.Tensor):
+        return f"tensor{list(value.shape)} {str(value.dtype).replace('torch.', '')} on {value.device.type}"
+    return type(value).__name__
+
+
+def check_structure(actual, expected, where="output"):
+    """Raise Mismatch unless actual has exactly expected's structure, shapes,
+    dtypes and device types."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            raise Mismatch(f"{where}: expected {_describe(expected)}, got {_describe(actual)}")
+        if actual.shape != expected.shape:
+            raise Mismatch(f"{where}: shape {list(actual.shape)} != expected {list(expected.shape)}")
+        if actual.dtype != expected.dtype:
+            raise Mismatch(f"{where}: dtype {actual.dtype} != expected {expected.dtype}")
+        if actual.device.type != expected.device.type:
+            raise Mismatch(f"{where}: device {actual.device.type} != expected {expected.device.type}")
+        return
+    if isinstance(expected, (tuple, list)):
+        if type(actual) is not type(expected):
+            raise Mismatch(f"{where}: expected {type(expected).__name__} of {len(expected)}, got {_describe(actual)}")
+        if len(actual) != len(expected):
+            raise Mismatch(f"{where}: expected {len(expected)} items, got {len(actual)}")
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            check_structure(a, e, f"{where}[{i}]")
+        return
+    if type(actual) is not type(expected):
+        raise Mismatch(f"{where}: expected {_describe(expected)}, got {_describe(actual)}")
+
+
+def allowance(expected, anchor):
+    """The largest max|actual - anchor| that passes, for one float output."""
+    eps = torch.finfo(expected.dtype).eps
+    e = expected.detach().to(torch.float64)
+    a = anchor.detach().to(device=e.device, dtype=torch.float64)
+    ref_err = (e - a).abs().max().item()
+    scale = a.abs().max().item()
+    return FACTOR * max(ref_err, eps * scale)
+
+
+def check_tensor(actual, expected, anchor, where="output"):
+    """Raise Mismatch unless one output tensor passes; return (max_err, allowed)."""
+    if actual.numel() == 0:
+        return 0.0, 0.0
+    if not (expected.is_floating_point() or expected.is_complex()):
+        if not torch.equal(actual, expected):
+            bad = (actual != expected).sum().item()
+            raise Mismatch(f"{where}: {bad} of {actual.numel()} elements differ (exact output)")
+        return 0.0, 0.0
+    act = actual.detach().to(torch.float64)
+    finite = torch.isfinite(act)
+    if not bool(finite.all()):
+        bad = (~finite).sum().item()
+        raise Mismatch(f"{where}: {bad} NaN/Inf of {actual.numel()} elements")
+    allowed = allowance(expected, anchor)
+    a = anchor.detach().to(device=act.device, dtype=torch.float64)
+    diff = (act - a).abs()
+    err = diff.max().item()
+    if not err <= allowed:
+        idx = int(diff.argmax().item())
+        pos = list(torch.unravel_index(torch.tensor(idx), tuple(actual.shape)))
+        pos = [int(p) for p in pos]
+        raise Mismatch(f"{where}: max error {err:.6g} > allowance {allowed:.6g} "
+                       f"(at {pos}: got {act.reshape(-1)[idx].item():.6g}, "
+                       f"anchor {a.reshape(-1)[idx].item():.6g})")
+    return err, allowed
+
+
+def check(actual, expected, anchor, where="output"):
+    """Structure first, then values. Returns the list of (where, max_err,
+    allowance) for float outputs; raises Mismatch on the first failure."""
+    check_structure(actual, expected, where)
+    rows = []
+    _check_values(actual, expected, anchor, where, rows)
+    return rows
+
+
+def _check_values(actual, expected, anchor, where, rows):
+    if isinstance(expected, torch.Tensor):
+        err, allowed = check_tensor(actual, expected, anchor, where)
+        rows.append((where, err, allowed))
+    elif isinstance(expected, (tuple, list)):
+        for i, (a, e, n) in enumerate(zip(actual, expected, anchor)):
+            _check_values(a, e, n, f"{where}[{i}]", rows)
+    elif isinstance(expected, float):
+        if not abs(actual - anchor) <= FACTOR * max(abs(expected - anchor), 2.220446049250313e-16 * abs(anchor)):
+            raise Mismatch(f"{where}: {actual!r} != expected {expected!r}")
+    elif actual != expected:
+        raise Mismatch(f"{where}: {actual!r} != expected {expected!r}")

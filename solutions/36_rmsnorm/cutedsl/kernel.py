@@ -1,0 +1,208 @@
+"""Problem 36, RMSNorm over many short rows, written in CuTe DSL (nvidia-cutlass-dsl 4.7).
+
+    y = x * rsqrt(mean(x^2) + eps) * w        (fp32 math, bf16 in/out)
+
+One row is held in registers by a group of `tpr` threads; each thread owns `vpt`
+16-byte vectors (8 bf16) of the row, strided by `tpr` vectors so that a group's
+loads are contiguous. Hidden 128: 8 threads per row, 2 vectors each, 32 rows per
+256-thread CTA; the sum of squares is reduced with 3 butterfly shuffles inside
+the 8-lane group. Larger rows spanning several warps add a shared-memory step.
+
+Any hidden size that is a multiple of 8 is supported; the kernel is compiled
+once per (hidden, dtype) with `cute.compile` and cached; the row count is a
+runtime argument.
+"""
+import math
+
+import torch
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+EPS = 1e-6
+VEC = 8  # bf16 elements per 128-bit access
+ALIGN = 16  # bytes; pointers are promised to the compiler as 16-byte aligned
+TARGET_VPT = 2  # 16-byte vectors per thread (tuning knob)
+SMALL_ROW_BLOCK = 256  # threads per CTA when several rows share a CTA
+MAX_ELEMS_PER_LAUNCH = 2**31 - 1  # in-kernel offsets are 32-bit
+
+
+def _plan(hidden):
+    """(threads per row, vectors per thread, rows per CTA) for a hidden size."""
+    nvec = hidden // VEC
+    want = -(-nvec // TARGET_VPT)
+    if want <= 32:
+        tpr = 1 << (want - 1).bit_length()  # power of two that divides 32
+        rows = max(1, SMALL_ROW_BLOCK // tpr)
+    else:
+        tpr = min(1024, -(-want // 32) * 32)  # whole warps, one row per CTA
+        rows = 1
+    vpt = -(-nvec // tpr)
+    return tpr, vpt, rows
+
+
+@cute.kernel
+def _rmsnorm_kernel(
+    p_x: cute.Pointer,
+    p_w: cute.Pointer,
+    p_y: cute.Pointer,
+    n_rows: Int32,
+    hidden: cutlass.Constexpr,
+    tpr: cutlass.Constexpr,
+    vpt: cutlass.Constexpr,
+    rows: cutlass.Constexpr,
+    eps: cutlass.Constexpr,
+):
+    nvec = hidden // VEC
+    exact = tpr * vpt == nvec  # else the last vector slot is partly out of the row
+    n_warps = tpr // 32  # > 1 only when a row spans several warps (rows == 1)
+
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    if cutlass.const_expr(rows == 1):
+        lane = tidx
+        row = bidx
+    else:
+        lane = tidx % tpr
+        row = bidx * rows + tidx // tpr
+
+    # Element (e, t, k, row) of thread t's k-th vector sits at row*hidden + (t + k*tpr)*VEC + e.
+    g_layout = cute.make_layout((VEC, tpr, vpt, n_rows), stride=(1, VEC, VEC * tpr, hidden))
+    g_x = cute.make_tensor(p_x, g_layout)
+    g_y = cute.make_tensor(p_y, g_layout)
+    g_w = cute.make_tensor(p_w, cute.make_layout((VEC, tpr, vpt), stride=(1, VEC, VEC * tpr)))
+
+    r_x = cute.make_rmem_tensor((VEC, vpt), BFloat16)
+    r_w = cute.make_rmem_tensor((VEC, vpt), BFloat16)
+    r_y = cute.make_rmem_tensor((VEC, vpt), BFloat16)
+    r_x.fill(0.0)
+    r_w.fill(0.0)
+
+    # Rows past the end (only possible when several rows share a CTA) read the last
+    # row instead, so loads need no branch; their stores are skipped below.
+    if cutlass.const_expr(rows == 1):
+        row_ld = row
+    else:
+        row_ld = cutlass.min(row, n_rows - 1)
+
+    # Loads: 16-byte vectors; the last slot is predicated when tpr*vpt > hidden/8.
+    for k in cutlass.range_constexpr(vpt):
+        if cutlass.const_expr(exact or k < vpt - 1):
+            cute.autovec_copy(g_x[None, lane, k, row_ld], r_x[None, k])
+            cute.autovec_copy(g_w[None, lane, k], r_w[None, k])
+        else:
+            if lane + k * tpr < nvec:
+                cute.autovec_copy(g_x[None, lane, k, row_ld], r_x[None, k])
+                cute.autovec_copy(g_w[None, lane, k], r_w[None, k])
+
+    x = r_x.load().to(Float32)
+    ss = (x * x).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+
+    # Butterfly sum over the lanes of one row group (all lanes take part, so no
+    # shuffle runs under divergent control flow).
+    width = tpr if tpr < 32 else 32
+    for i in cutlass.range_constexpr(int(math.log2(width))):
+        ss = ss + cute.arch.shuffle_sync_bfly(ss, offset=width >> (i + 1))
+
+    if cutlass.const_expr(n_warps > 1):
+        smem = cutlass.utils.SmemAllocator()
+        s_part = smem.allocate_tensor(Float32, cute.make_layout(n_warps), byte_alignment=16)
+        if tidx % 32 == 0:
+            s_part[tidx // 32] = ss
+        cute.arch.sync_threads()
+        ss = s_part.load().reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+
+    inv_rms = cute.math.rsqrt(ss * (1.0 / hidden) + eps)
+    y = (x * inv_rms) * r_w.load().to(Float32)
+    r_y.store(y.to(BFloat16))
+
+    if cutlass.const_expr(rows == 1):
+        valid = True
+    else:
+        valid = row < n_rows
+    if valid:
+        for k in cutlass.range_constexpr(vpt):
+            if cutlass.const_expr(exact or k < vpt - 1):
+                cute.autovec_copy(r_y[None, k], g_y[None, lane, k, row])
+            else:
+                if lane + k * tpr < nvec:
+                    cute.autovec_copy(r_y[None, k], g_y[None, lane, k, row])
+
+
+@cute.jit
+def _launch(
+    p_x: cute.Pointer,
+    p_w: cute.Pointer,
+    p_y: cute.Pointer,
+    n_rows: Int32,
+    stream: cuda.CUstream,
+    hidden: cutlass.Constexpr,
+    tpr: cutlass.Constexpr,
+    vpt: cutlass.Constexpr,
+    rows: cutlass.Constexpr,
+    eps: cutlass.Constexpr,
+):
+    grid = (n_rows + (rows - 1)) // rows
+    _rmsnorm_kernel(p_x, p_w, p_y, n_rows, hidden, tpr, vpt, rows, eps).launch(
+        grid=[grid, 1, 1], block=[tpr * rows, 1, 1], stream=stream
+    )
+
+
+_compiled = {}
+
+
+def _fake_ptr():
+    return make_ptr(BFloat16, 0, cute.AddressSpace.gmem, assumed_align=ALIGN)
+
+
+def compile_for(hidden):
+    """Compile (once) for this hidden size; works without a GPU if CUTE_DSL_ARCH is set."""
+    key = (hidden, torch.bfloat16)
+    entry = _compiled.get(key)
+    if entry is None:
+        if hidden % VEC != 0:
+            raise ValueError(f"hidden must be a multiple of {VEC}, got {hidden}")
+        tpr, vpt, rows = _plan(hidden)
+        fn = cute.compile(
+            _launch,
+            _fake_ptr(), _fake_ptr(), _fake_ptr(),
+            Int32(1), make_fake_stream(),
+            hidden, tpr, vpt, rows, EPS,
+        )
+        entry = _compiled[key] = (fn, rows)
+    return entry
+
+
+def _prep(t):
+    """The kernel needs dense rows starting on 16-byte boundaries; copy only if not."""
+    if not t.is_contiguous() or t.data_ptr() % ALIGN != 0:
+        t = t.clone(memory_format=torch.contiguous_format)
+    return t
+
+
+def _gptr(t, byte_offset=0):
+    return make_ptr(BFloat16, t.data_ptr() + byte_offset, cute.AddressSpace.gmem, assumed_align=ALIGN)
+
+
+def solve(hidden_states, weight):
+    assert hidden_states.dtype == torch.bfloat16 and weight.dtype == torch.bfloat16
+    assert hidden_states.is_cuda
+    hidden = hidden_states.shape[-1]
+    x = _prep(hidden_states.reshape(-1, hidden))
+    w = _prep(weight)
+    n_rows = x.shape[0]
+    out = torch.empty((n_rows, hidden), dtype=torch.bfloat16, device=x.device)
+    if n_rows > 0:
+        fn, rows = compile_for(hidden)
+        stream = cuda.CUstream(torch.cuda.current_stream(x.device).cuda_stream)
+        chunk = max(rows, (MAX_ELEMS_PER_LAUNCH // hidden) // rows * rows)
+        start = 0
+        while start < n_rows:  # one launch unless rows*hidden exceeds 32-bit offsets
+            n = min(chunk, n_rows - start)
+            off = start * hidden * 2
+            fn(_gptr(x, off), _gptr(w), _gptr(out, off), n, stream)
+            start += n
+    return out.reshape(hidden_states.shape)

@@ -1,0 +1,36 @@
+/* Subcommands: one file each (cmd_<name>.c), dispatched by main.c's table.
+ * Each returns the process exit code: 0 success, 1 a negative result (e.g. a
+ * kernel that did not pass), 2 bad usage, 3 an infrastructure error. */
+#ifndef MKB_CMD_H
+#define MKB_CMD_H
+
+#include "catalog.h"
+
+enum { EXIT_OK = 0, EXIT_NEGATIVE = 1, EXIT_USAGE = 2, EXIT_INFRA = 3 };
+
+struct cmd_entry {
+	const char *name;
+	const char *usage;
+	const char *summary;
+	int (*exec)(int argc, char **argv);
+};
+
+int cmd_list(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+
+/* Shared by the commands: the project root and its catalog. */
+struct mkb_env {
+	char *root;
+	struct catalog catalog;
+};
+
+/* Find the root and load the catalog. 0 or -1 (error printed). */
+int mkb_env_load(struct mkb_env *env);
+void mkb_env_release(struct mkb_env *env);
+/* Resolve "28" or "p28" to a problem, printing an error if unknown. */
+const struct problem *mkb_env_problem(const struct mkb_env *env, const char *arg);
+/* Print "usage: mkb <usage>" for the named command to stderr; returns EXIT_USAGE. */
+int usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

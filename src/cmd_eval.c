@@ -1,0 +1,274 @@
+/* mkb eval NN --dsl D KERNEL.py: grade one kernel, print its feedback (or one
+ * JSON object with --json), and record the evaluation in the store. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "dsl.h"
+#include "feedback.h"
+#include "fingerprint.h"
+#include "judge.h"
+#include "paths.h"
+#include "proc.h"
+#include "sha256.h"
+#include "store.h"
+#include "util.h"
+
+static const char eval_help[] =
+	"usage: mkb eval NN --dsl cutedsl|tirx [options] KERNEL.py\n"
+	"\n"
+	"  --device cuda|cpu     where to run (cpu: a test mode, DSL rules unchecked)\n"
+	"  --gpu N               CUDA device index (default 0)\n"
+	"  --workload W          visible (default), heldout or smoke\n"
+	"  --timeout S           seconds before the evaluation is killed as hung (600)\n"
+	"  --json                print one JSON object instead of the feedback text\n"
+	"  --store PATH          results store (default $MKB_STORE or <root>/mkb.db)\n"
+	"  --no-store            do not record the evaluation\n"
+	"  --python PATH         the grader's interpreter (default $MKB_PYTHON)\n"
+	"  --draws N             correctness draws (5)\n"
+	"  --warmup N            warm-up calls (10)\n"
+	"  --timed N             timed calls (50; 0 skips timing)\n"
+	"  --rechecks N          timed calls re-checked for correctness (3)\n"
+	"  --seed N              fixed seed for every draw (tests only)\n"
+	"  --max-kernel-bytes N  size limit of the kernel file (300000)\n";
+
+enum { OPT_STORE = 256, OPT_NO_STORE, OPT_PYTHON, OPT_DRAWS, OPT_WARMUP, OPT_TIMED,
+       OPT_RECHECKS, OPT_SEED, OPT_MAX_BYTES, OPT_GPU };
+
+struct eval_args {
+	struct judge_opts judge;
+	const char *dsl_id, *store_path, *kernel;
+	int as_json, no_store;
+};
+
+static int parse_int_opt(const char *name, const char *s, long min, long max, int *out)
+{
+	long v;
+	if (parse_long(s, min, max, &v) < 0)
+		return usage_error("eval", "%s wants an integer in %ld..%ld, not '%s'", name, min, max, s);
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct eval_args *a)
+{
+	static const struct option opts[] = {
+		{"dsl", required_argument, NULL, 'd'},
+		{"device", required_argument, NULL, 'D'},
+		{"workload", required_argument, NULL, 'w'},
+		{"timeout", required_argument, NULL, 't'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{"store", required_argument, NULL, OPT_STORE},
+		{"no-store", no_argument, NULL, OPT_NO_STORE},
+		{"python", required_argument, NULL, OPT_PYTHON},
+		{"draws", required_argument, NULL, OPT_DRAWS},
+		{"warmup", required_argument, NULL, OPT_WARMUP},
+		{"timed", required_argument, NULL, OPT_TIMED},
+		{"rechecks", required_argument, NULL, OPT_RECHECKS},
+		{"seed", required_argument, NULL, OPT_SEED},
+		{"max-kernel-bytes", required_argument, NULL, OPT_MAX_BYTES},
+		{"gpu", required_argument, NULL, OPT_GPU},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	long n;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "d:D:w:t:jh", opts, NULL)) != -1) {
+		int rc = 0;
+		switch (c) {
+		case 'd': a->dsl_id = optarg; break;
+		case 'D': a->judge.device = optarg; break;
+		case 'w': a->judge.workload = optarg; break;
+		case 't':
+			if (parse_positive_double(optarg, &a->judge.timeout_s) < 0)
+				rc = usage_error("eval", "--timeout wants seconds > 0, not '%s'", optarg);
+			break;
+		case 'j': a->as_json = 1; break;
+		case 'h': fputs(eval_help, stdout); return 1;
+		case OPT_STORE: a->store_path = optarg; break;
+		case OPT_NO_STORE: a->no_store = 1; break;
+		case OPT_PYTHON: a->judge.python = optarg; break;
+		case OPT_DRAWS: rc = parse_int_opt("--draws", optarg, 1, 1000, &a->judge.draws); break;
+		case OPT_WARMUP: rc = parse_int_opt("--warmup", optarg, 0, 100000, &a->judge.warmup); break;
+		case OPT_TIMED: rc = parse_int_opt("--timed", optarg, 0, 100000, &a->judge.timed); break;
+		case OPT_RECHECKS: rc = parse_int_opt("--rechecks", optarg, 0, 100000, &a->judge.rechecks); break;
+		case OPT_GPU: rc = parse_int_opt("--gpu", optarg, 0, 1023, &a->judge.gpu); break;
+		case OPT_SEED:
+			if (parse_long(optarg, 0, 0x7fffffffffffffffL, &n) < 0)
+				rc = usage_error("eval", "--seed wants a non-negative integer, not '%s'", optarg);
+			a->judge.seed = optarg;
+			break;
+		case OPT_MAX_BYTES:
+			if (parse_long(optarg, 1, 1L << 30, &a->judge.max_kernel_bytes) < 0)
+				rc = usage_error("eval", "--max-kernel-bytes wants a positive integer");
+			break;
+		default: return usage_error("eval", "bad option");
+		}
+		if (rc)
+			return rc;
+	}
+	if (argc - optind != 2)
+		return usage_error("eval", "give a problem number and a kernel file");
+	if (!a->dsl_id)
+		return usage_error("eval", "--dsl is required");
+	if (!dsl_find(a->dsl_id))
+		return usage_error("eval", "unknown DSL '%s' (%s)", a->dsl_id, dsl_choices());
+	if (strcmp(a->judge.device, "cuda") && strcmp(a->judge.device, "cpu"))
+		return usage_error("eval", "--device is cuda or cpu, not '%s'", a->judge.device);
+	a->kernel = argv[optind + 1];
+	return 0;
+}
+
+/* Is there an NVIDIA GPU with this index on this machine? */
+static int have_gpu(int index)
+{
+	char dev[64];
+	snprintf(dev, sizeof(dev), "/dev/nvidia%d", index);
+	return access(dev, F_OK) == 0;
+}
+
+static json_t *options_json(const struct judge_opts *o)
+{
+	json_t *j = json_object();
+	json_object_set_new(j, "timeout_s", json_real(o->timeout_s));
+	json_object_set_new(j, "draws", json_integer(o->draws));
+	json_object_set_new(j, "warmup", json_integer(o->warmup));
+	json_object_set_new(j, "timed", json_integer(o->timed));
+	json_object_set_new(j, "rechecks", json_integer(o->rechecks));
+	json_object_set_new(j, "max_kernel_bytes", json_integer(o->max_kernel_bytes));
+	json_object_set_new(j, "gpu_index", json_integer(o->gpu));
+	json_object_set_new(j, "fixed_seed", o->seed ? json_string(o->seed) : json_null());
+	return j;
+}
+
+/* Open the store and record the evaluation as running. -1 on failure. */
+static int begin_record(const struct eval_args *a, const struct mkb_env *env, const struct problem *p,
+			struct store **st, int64_t *id)
+{
+	char *path = a->store_path ? xstrdup(a->store_path) : paths_store(env->root);
+	int rc = store_open(path, st);
+	free(path);
+	if (rc < 0)
+		return -1;
+	char problem_hash[65], grader_hash[65], kernel_hash[65] = "";
+	static const char *const problem_files[] = {"problem.json", "reference.py"};
+	char *grader_dir = xstrfmt("%s/grader/mkb_grader", env->root);
+	rc = fingerprint_files(p->dir, problem_files, 2, problem_hash);
+	if (rc == 0)
+		rc = fingerprint_dir(grader_dir, ".py", grader_hash);
+	free(grader_dir);
+	char *src = NULL;
+	size_t len = 0;
+	/* The source is kept when it is within the limit: it is what was graded. */
+	if (read_file(a->kernel, (size_t)a->judge.max_kernel_bytes, &src, &len) == 0)
+		sha256_hex(src, len, kernel_hash);
+	if (src)
+		utf8_sanitize(src);
+	json_t *oj = options_json(&a->judge);
+	char *options = json_dumps(oj, JSON_COMPACT);
+	json_decref(oj);
+	if (rc == 0) {
+		struct eval_record rec = {
+			.problem = p->number, .dsl = a->dsl_id, .workload = a->judge.workload,
+			.device = a->judge.device, .kernel_path = a->kernel, .kernel_source = src,
+			.kernel_sha256 = *kernel_hash ? kernel_hash : NULL,
+			.problem_sha256 = problem_hash, .grader_sha256 = grader_hash,
+			.options_json = options,
+		};
+		rc = store_begin_evaluation(*st, &rec, id);
+	}
+	free(options);
+	free(src);
+	if (rc < 0) {
+		store_close(*st);
+		*st = NULL;
+	}
+	return rc;
+}
+
+static int exit_code_for(const struct verdict *v)
+{
+	if (v->status == VERDICT_PASSED)
+		return EXIT_OK;
+	if (v->status == VERDICT_INFRA_ERROR)
+		return EXIT_INFRA;
+	return EXIT_NEGATIVE;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+	struct eval_args a = {0};
+	judge_opts_init(&a.judge);
+	a.judge.python = NULL; /* resolved below unless --python names one */
+	int rc = parse_args(argc, argv, &a);
+	if (rc)
+		return rc > 0 ? EXIT_OK : EXIT_USAGE;
+	if (!strcmp(a.judge.device, "cuda") && !have_gpu(a.judge.gpu)) {
+		error("no NVIDIA GPU %d on this machine (/dev/nvidia%d is missing); "
+		      "'--device cpu' runs the CPU test mode", a.judge.gpu, a.judge.gpu);
+		return EXIT_INFRA;
+	}
+	struct mkb_env env;
+	if (mkb_env_load(&env) < 0) {
+		mkb_env_release(&env);
+		return EXIT_INFRA;
+	}
+	const struct problem *p = mkb_env_problem(&env, argv[optind]);
+	if (!p) {
+		mkb_env_release(&env);
+		return EXIT_USAGE;
+	}
+	if (!problem_workload(p, a.judge.workload)) {
+		mkb_env_release(&env);
+		return usage_error("eval", "problem %d has no workload '%s' (visible, heldout, smoke)",
+				   p->number, a.judge.workload);
+	}
+	char *python = a.judge.python ? NULL : paths_python(env.root);
+	char *grader_dir = xstrfmt("%s/grader", env.root);
+	if (python)
+		a.judge.python = python;
+	a.judge.grader_dir = grader_dir;
+
+	struct store *st = NULL;
+	int64_t id = 0;
+	rc = EXIT_INFRA;
+	if (!a.no_store && begin_record(&a, &env, p, &st, &id) < 0)
+		goto out;
+
+	proc_become_subreaper();
+	struct verdict v;
+	verdict_init(&v);
+	if (judge_evaluate(&a.judge, p, a.dsl_id, a.kernel, &v) < 0) {
+		verdict_set(&v, VERDICT_INFRA_ERROR, "the evaluation could not be set up");
+		rc = EXIT_USAGE;
+	} else {
+		rc = exit_code_for(&v);
+	}
+	if (st && store_finish_evaluation(st, id, &v) < 0)
+		rc = EXIT_INFRA;
+	if (a.as_json) {
+		json_t *j = verdict_to_json(&v, p->number, a.dsl_id, a.judge.workload, a.judge.device);
+		if (st)
+			json_object_set_new(j, "evaluation_id", json_integer(id));
+		if (json_dumpf(j, stdout, JSON_COMPACT) < 0)
+			rc = EXIT_INFRA;
+		putchar('\n');
+		json_decref(j);
+	} else {
+		char *text = feedback_format(&v, NULL, a.judge.device);
+		fputs(text, stdout);
+		free(text);
+	}
+	verdict_release(&v);
+out:
+	store_close(st);
+	free(python);
+	free(grader_dir);
+	mkb_env_release(&env);
+	return rc;
+}

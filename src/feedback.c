@@ -1,0 +1,68 @@
+#include "feedback.h"
+
+#include <string.h>
+
+#include "buf.h"
+#include "util.h"
+
+#define TAIL_LINES_MAX 4000 /* bytes of output tail shown on a crash or hang */
+
+static const char *yes_no(int b)
+{
+	return b ? "yes" : "no";
+}
+
+static void ms_line(struct buf *b, const char *label, double ms)
+{
+	if (ms >= 0)
+		buf_printf(b, "%s: %.4f ms\n", label, ms);
+	else
+		buf_printf(b, "%s: not measured\n", label);
+}
+
+char *feedback_format(const struct verdict *v, const struct submission_ctx *sub,
+		      const char *device)
+{
+	/* Build without a cap, then cut: the verdict is already bounded. */
+	struct buf b = BUF_INIT((size_t)1 << 24);
+	if (sub)
+		buf_printf(&b, "Submission %d of %d\n", sub->index, sub->limit);
+	buf_printf(&b, "GPU: %s, evaluation took %.1f s\n", *v->gpu ? v->gpu : "unknown", v->eval_ms / 1e3);
+	if (sub)
+		buf_printf(&b, "Submissions left: %d, minutes left: %.1f\n", sub->limit - sub->index,
+			   sub->minutes_left);
+	if (device && !strcmp(device, "cpu"))
+		buf_adds(&b, "Note: CPU test mode; DSL rules are not checked and times are CPU times.\n");
+	buf_printf(&b, "Status: %s\n", verdict_status_name(v->status));
+	if (v->status == VERDICT_REJECTED || v->status == VERDICT_INFRA_ERROR) {
+		buf_printf(&b, "Not graded: %s\n", v->reason);
+		if (v->status == VERDICT_INFRA_ERROR)
+			buf_adds(&b, "This is the benchmark's fault and does not count as a submission.\n");
+		else
+			buf_adds(&b, "This does not count as a submission.\n");
+	} else {
+		buf_printf(&b, "Imported: %s\n", yes_no(v->imported));
+		buf_printf(&b, "Correct: %s (%d/%d draws)\n", yes_no(v->correct), v->draws_passed, v->draws_total);
+		if (!v->passed && *v->reason)
+			buf_printf(&b, "Reason: %s\n", v->reason);
+		ms_line(&b, "Kernel median", v->kernel_ms);
+		ms_line(&b, "Eager median", v->eager_ms);
+		if (v->speedup >= 0)
+			buf_printf(&b, "Speedup: %.3fx\n", v->speedup);
+		else
+			buf_adds(&b, "Speedup: not measured\n");
+		buf_printf(&b, "Passed: %s\n", yes_no(v->passed));
+	}
+	if (v->status == VERDICT_CRASHED || v->status == VERDICT_HUNG) {
+		buf_printf(&b, "Stage: %s\n", v->stage);
+		size_t n = strlen(v->output_tail);
+		const char *tail = v->output_tail + (n > TAIL_LINES_MAX ? n - TAIL_LINES_MAX : 0);
+		buf_printf(&b, "Output tail:\n%s%s", tail, n && tail[strlen(tail) - 1] != '\n' ? "\n" : "");
+	}
+	char *s = buf_detach(&b);
+	if (strlen(s) > FEEDBACK_MAX_CHARS) {
+		s[FEEDBACK_MAX_CHARS] = '\0';
+		utf8_sanitize(s);
+	}
+	return s;
+}

@@ -1,0 +1,41 @@
+/* The judge: grades one candidate kernel.py in a fresh grader process.
+ *
+ * Pre-checks (size, UTF-8, Python syntax) run first; a kernel that fails them
+ * is REJECTED and does not count as a submission. Then, holding the GPU's
+ * lock (one evaluation at a time per GPU), the judge starts
+ * `python -m mkb_grader` in its own process group, sends one JSON request and
+ * reads stage events and one result as JSON lines. At the timeout the whole
+ * group is killed and the kernel is HUNG at its last stage; a grader that dies
+ * by a signal CRASHED at its last stage. Nothing the grader started outlives
+ * the evaluation. */
+#ifndef MKB_JUDGE_H
+#define MKB_JUDGE_H
+
+#include "catalog.h"
+#include "verdict.h"
+
+#define JUDGE_MAX_KERNEL_BYTES 300000
+#define JUDGE_TIMEOUT_S 600.0
+
+struct judge_opts {
+	const char *python;      /* interpreter with torch (and the DSL) */
+	const char *grader_dir;  /* folder holding the mkb_grader package */
+	const char *device;      /* "cuda" or "cpu" */
+	int gpu;                 /* CUDA device index (cuda only) */
+	const char *lock_dir;    /* where the per-GPU lock files live */
+	const char *workload;    /* visible | heldout | smoke */
+	double timeout_s;
+	long max_kernel_bytes;
+	int draws, warmup, timed, rechecks;
+	const char *seed;        /* fixed seed (tests), or NULL for OS entropy */
+};
+
+void judge_opts_init(struct judge_opts *o);
+
+/* Grade kernel_path for problem p in dsl. Always fills *v (init'ed by the
+ * caller) with a verdict; returns 0, or -1 when the request itself is bad
+ * (e.g. an unknown workload), with an error printed. */
+int judge_evaluate(const struct judge_opts *o, const struct problem *p, const char *dsl,
+		   const char *kernel_path, struct verdict *v);
+
+#endif

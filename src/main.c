@@ -1,0 +1,92 @@
+/* mkb: the MetaKernelBench command line. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "paths.h"
+#include "util.h"
+
+static const struct cmd_entry commands[] = {
+	{"list", "list [--family F] [--json]", "the problems, a line each", cmd_list},
+	{"show", "show NN --dsl cutedsl|tirx", "the instruction an agent gets for a variant", cmd_show},
+	{"eval", "eval NN --dsl cutedsl|tirx [--device cuda|cpu] [--workload W] [--timeout S] [--json] KERNEL.py",
+	 "grade one kernel and print its feedback", cmd_eval},
+};
+
+static void print_help(FILE *f)
+{
+	fputs("usage: mkb <command> [options]\n\nMetaKernelBench: do skills distilled in one kernel DSL help in the other?\n\n", f);
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		fprintf(f, "  %-6s %s\n", commands[i].name, commands[i].summary);
+	fputs("\n'mkb <command> --help' shows a command's options.\n", f);
+}
+
+int usage_error(const char *command, const char *fmt, ...)
+{
+	va_list ap;
+	fputs("error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		if (!strcmp(commands[i].name, command))
+			fprintf(stderr, "usage: mkb %s\n", commands[i].usage);
+	return EXIT_USAGE;
+}
+
+int mkb_env_load(struct mkb_env *env)
+{
+	env->root = paths_root();
+	env->catalog = (struct catalog)CATALOG_INIT;
+	char *dir = xstrfmt("%s/problems", env->root);
+	int rc = catalog_load(dir, &env->catalog);
+	free(dir);
+	return rc;
+}
+
+void mkb_env_release(struct mkb_env *env)
+{
+	catalog_release(&env->catalog);
+	free(env->root);
+	env->root = NULL;
+}
+
+const struct problem *mkb_env_problem(const struct mkb_env *env, const char *arg)
+{
+	long n;
+	const char *digits = arg[0] == 'p' ? arg + 1 : arg;
+	if (parse_long(digits, 1, 99, &n) < 0) {
+		error("'%s' is not a problem number", arg);
+		return NULL;
+	}
+	const struct problem *p = catalog_find(&env->catalog, (int)n);
+	if (!p)
+		error("no problem %ld in the catalog ('mkb list' shows them)", n);
+	return p;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		print_help(argc < 2 ? stderr : stdout);
+		return argc < 2 ? EXIT_USAGE : EXIT_OK;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
+		if (strcmp(argv[1], commands[i].name))
+			continue;
+		int rc = commands[i].exec(argc - 1, argv + 1);
+		/* A full disk or closed pipe is an error, not silence (git's habit). */
+		if (fflush(stdout) != 0 || ferror(stdout)) {
+			fprintf(stderr, "error: cannot write output: %s\n", strerror(errno));
+			return EXIT_INFRA;
+		}
+		return rc;
+	}
+	fprintf(stderr, "error: unknown command '%s'\n", argv[1]);
+	print_help(stderr);
+	return EXIT_USAGE;
+}

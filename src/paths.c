@@ -1,0 +1,56 @@
+#include "paths.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+char *paths_root(void)
+{
+	const char *env = getenv("MKB_ROOT");
+	if (env && *env)
+		return xstrdup(env);
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		/* <root>/build/mkb or <root>/build/<flavour>/mkb */
+		for (int up = 0; up < 3; up++) {
+			char *slash = strrchr(exe, '/');
+			if (!slash || slash == exe)
+				break;
+			*slash = '\0';
+			char *probe = xstrfmt("%s/problems", exe);
+			int found = is_dir(probe);
+			free(probe);
+			if (found)
+				return xstrdup(exe);
+		}
+	}
+	char cwd[PATH_MAX];
+	if (getcwd(cwd, sizeof(cwd)))
+		return xstrdup(cwd);
+	return xstrdup(".");
+}
+
+char *paths_python(const char *root)
+{
+	const char *env = getenv("MKB_PYTHON");
+	if (env && *env)
+		return xstrdup(env);
+	char *link = xstrfmt("%s/build/python", root);
+	if (access(link, X_OK) == 0)
+		return link;
+	free(link);
+	return xstrdup("python3");
+}
+
+char *paths_store(const char *root)
+{
+	const char *env = getenv("MKB_STORE");
+	if (env && *env)
+		return xstrdup(env);
+	return xstrfmt("%s/mkb.db", root);
+}

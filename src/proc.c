@@ -1,0 +1,323 @@
+#define _GNU_SOURCE
+#include "proc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+extern char **environ;
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+}
+
+/* Child side after fork: only async-signal-safe calls until exec. */
+static _Noreturn void exec_child(const struct child *c, char **envp, pid_t parent, int in[2],
+				 int out[2], int err[2], int report)
+{
+	if (c->new_group)
+		setsid();
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent) /* the parent died before prctl took effect */
+		_exit(127);
+	if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
+		goto fail;
+	close(in[0]);
+	close(in[1]);
+	close(out[0]);
+	close(out[1]);
+	close(err[0]);
+	close(err[1]);
+	if (c->dir && chdir(c->dir) < 0)
+		goto fail;
+	signal(SIGPIPE, SIG_DFL);
+	execvpe(c->argv[0], (char *const *)c->argv, envp);
+fail:;
+	int e = errno;
+	ssize_t w = write(report, &e, sizeof(e));
+	(void)w;
+	_exit(127);
+}
+
+/* environ with c->env's entries replacing those of the same name. Built
+ * before fork: the child may not allocate. The array is freed by the caller;
+ * its strings are borrowed. */
+static char **build_env(const struct child *c)
+{
+	size_t n = 0, extra = 0;
+	while (environ[n])
+		n++;
+	if (c->env)
+		while (c->env[extra])
+			extra++;
+	char **envp = xcalloc(n + extra + 1, sizeof(*envp));
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t name_len = strcspn(environ[i], "=");
+		int replaced = 0;
+		for (size_t j = 0; j < extra && !replaced; j++)
+			replaced = !strncmp(c->env[j], environ[i], name_len) &&
+				   (c->env[j][name_len] == '=' || c->env[j][name_len] == '\0');
+		if (!replaced)
+			envp[k++] = environ[i];
+	}
+	for (size_t j = 0; j < extra; j++)
+		if (strchr(c->env[j], '='))
+			envp[k++] = (char *)c->env[j];
+	return envp;
+}
+
+int child_start(struct child *c)
+{
+	int in[2], out[2], err[2], report[2];
+	if (pipe2(in, O_CLOEXEC) < 0)
+		return error("pipe: %s", strerror(errno));
+	if (pipe2(out, O_CLOEXEC) < 0) {
+		close(in[0]);
+		close(in[1]);
+		return error("pipe: %s", strerror(errno));
+	}
+	if (pipe2(err, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0) {
+		int e = errno;
+		for (int *p = in; p < in + 2; p++)
+			close(*p);
+		close(out[0]);
+		close(out[1]);
+		return error("pipe: %s", strerror(e));
+	}
+	char **envp = build_env(c);
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid != 0)
+		free(envp);
+	if (pid < 0) {
+		int e = errno;
+		int fds[] = {in[0], in[1], out[0], out[1], err[0], err[1], report[0], report[1]};
+		for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+			close(fds[i]);
+		return error("fork: %s", strerror(e));
+	}
+	if (pid == 0)
+		exec_child(c, envp, parent, in, out, err, report[1]);
+	close(in[0]);
+	close(out[1]);
+	close(err[1]);
+	close(report[1]);
+	c->pid = pid;
+	c->in_fd = in[1];
+	c->out_fd = out[0];
+	c->err_fd = err[0];
+	int e = 0;
+	ssize_t r;
+	do
+		r = read(report[0], &e, sizeof(e));
+	while (r < 0 && errno == EINTR);
+	close(report[0]);
+	if (r == (ssize_t)sizeof(e)) {
+		int status;
+		waitpid(pid, &status, 0);
+		close_fd(&c->in_fd);
+		close_fd(&c->out_fd);
+		close_fd(&c->err_fd);
+		c->pid = -1;
+		return error("cannot run '%s': %s", c->argv[0], strerror(e));
+	}
+	return 0;
+}
+
+int child_feed(struct child *c, const char *data, size_t len)
+{
+	size_t off = 0;
+	/* A child that exits without reading must not kill us with SIGPIPE. */
+	void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+	int rc = 0;
+	while (off < len) {
+		ssize_t w = write(c->in_fd, data + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			rc = error("cannot write to '%s': %s", c->argv[0], strerror(errno));
+			break;
+		}
+		off += (size_t)w;
+	}
+	signal(SIGPIPE, old);
+	close_fd(&c->in_fd);
+	return rc;
+}
+
+static int try_reap(struct child *c)
+{
+	if (c->reaped)
+		return 1;
+	pid_t r = waitpid(c->pid, &c->status, WNOHANG);
+	if (r == c->pid)
+		c->reaped = 1;
+	return c->reaped;
+}
+
+/* Read what is available on one pipe; close it at EOF. */
+static void drain_one(int *fd, int is_out, void (*on_out)(void *, const char *, size_t),
+		      void *ctx, struct buf *err_tail)
+{
+	char chunk[8192];
+	ssize_t r = read(*fd, chunk, sizeof(chunk));
+	if (r < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (r <= 0) {
+		close_fd(fd);
+		return;
+	}
+	if (is_out)
+		on_out(ctx, chunk, (size_t)r);
+	else if (err_tail)
+		buf_add_tail(err_tail, chunk, (size_t)r);
+}
+
+int child_pump(struct child *c, double deadline_ms,
+	       void (*on_out)(void *ctx, const char *data, size_t len), void *ctx,
+	       struct buf *err_tail)
+{
+	double exited_at = -1;
+	for (;;) {
+		double left = deadline_ms - now_ms();
+		if (left <= 0)
+			return 1;
+		if (c->out_fd < 0 && c->err_fd < 0) {
+			if (try_reap(c))
+				return 0;
+			struct timespec ts = {0, 10 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		/* Once the child is gone, keep reading only what is already buffered
+		 * (a grandchild may hold the pipes open forever). */
+		if (exited_at < 0 && try_reap(c))
+			exited_at = now_ms();
+		int timeout = exited_at >= 0 ? 50 : left > 200 ? 200 : (int)left + 1;
+		struct pollfd pfd[2] = {{c->out_fd, POLLIN, 0}, {c->err_fd, POLLIN, 0}};
+		int n = poll(pfd, 2, timeout);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return error("poll: %s", strerror(errno));
+		}
+		if (n == 0 && exited_at >= 0) {
+			close_fd(&c->out_fd);
+			close_fd(&c->err_fd);
+			return 0;
+		}
+		if (c->out_fd >= 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			drain_one(&c->out_fd, 1, on_out, ctx, err_tail);
+		if (c->err_fd >= 0 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
+			drain_one(&c->err_fd, 0, on_out, ctx, err_tail);
+	}
+}
+
+void child_kill(struct child *c)
+{
+	if (c->pid <= 0)
+		return;
+	if (c->new_group)
+		kill(-c->pid, SIGKILL);
+	kill(c->pid, SIGKILL);
+}
+
+int child_finish(struct child *c, int *status)
+{
+	close_fd(&c->in_fd);
+	close_fd(&c->out_fd);
+	close_fd(&c->err_fd);
+	if (c->pid <= 0)
+		return -1;
+	pid_t r = c->pid;
+	if (!c->reaped) {
+		do
+			r = waitpid(c->pid, &c->status, 0);
+		while (r < 0 && errno == EINTR);
+		c->reaped = r == c->pid;
+	}
+	*status = c->status;
+	/* Whatever the child left in its group dies with it. */
+	if (c->new_group)
+		kill(-c->pid, SIGKILL);
+	c->pid = -1;
+	return r < 0 ? error("waitpid: %s", strerror(errno)) : 0;
+}
+
+void proc_become_subreaper(void)
+{
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		warning("cannot become a subreaper: %s", strerror(errno));
+}
+
+/* Children of this process as listed by /proc/self/task/<tid>/children. */
+static size_t list_children(pid_t *out, size_t max)
+{
+	size_t n = 0;
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < max) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/task/%.20s/children", e->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		long pid;
+		while (n < max && fscanf(f, "%ld", &pid) == 1)
+			out[n++] = (pid_t)pid;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+int proc_kill_descendants(void)
+{
+	int killed = 0;
+	/* Killed children's own children are re-parented to us; loop until none. */
+	for (int round = 0; round < 100; round++) {
+		pid_t pids[256];
+		size_t n = list_children(pids, ARRAY_SIZE(pids));
+		if (!n)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			if (kill(pids[i], SIGKILL) == 0)
+				killed++;
+			int status;
+			while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
+				;
+		}
+	}
+	return killed;
+}
+
+void proc_describe_status(int status, char *out, size_t size)
+{
+	if (WIFEXITED(status))
+		snprintf(out, size, "exit code %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(out, size, "signal %d (SIG%s)", WTERMSIG(status),
+			 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+	else
+		snprintf(out, size, "status 0x%x", status);
+}

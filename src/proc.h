@@ -1,0 +1,58 @@
+/* Spawning and supervising child processes (git's run-command idea): one
+ * module owns fork/exec, pipes, process groups and reaping. */
+#ifndef MKB_PROC_H
+#define MKB_PROC_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "buf.h"
+
+struct child {
+	const char *const *argv;  /* argv[0] is looked up in PATH */
+	const char *const *env;   /* NULL-terminated changes to the environment, or NULL:
+				     "NAME=value" sets, a bare "NAME" removes */
+	const char *dir;          /* working directory, or NULL */
+	int new_group;            /* run in its own session/process group */
+	/* filled by child_start */
+	pid_t pid;
+	int in_fd, out_fd, err_fd; /* parent's ends; -1 once closed */
+	int reaped, status;        /* set once waitpid has collected it */
+};
+
+#define CHILD_INIT { NULL, NULL, NULL, 0, -1, -1, -1, -1, 0, 0 }
+
+/* Start the child with three pipes. The child dies with SIGKILL if this
+ * process dies. Returns 0, or -1 (error printed, nothing left running). */
+int child_start(struct child *c);
+
+/* Write all of data to the child's stdin and close it. 0 or -1. */
+int child_feed(struct child *c, const char *data, size_t len);
+
+/* Read the child's stdout and stderr until the child has exited and its pipes
+ * are drained, or the monotonic clock (now_ms) passes deadline_ms. Each
+ * stdout chunk goes to on_out; stderr is kept as a bounded tail in err_tail.
+ * A child that closes its pipes but keeps running, or exits leaving a
+ * descendant that holds them, is still bounded by the deadline / its exit.
+ * Returns 0 when the child exited, 1 on the deadline, -1 on a poll error. */
+int child_pump(struct child *c, double deadline_ms,
+	       void (*on_out)(void *ctx, const char *data, size_t len), void *ctx,
+	       struct buf *err_tail);
+
+/* Kill the child's whole process group (or the child alone) with SIGKILL. */
+void child_kill(struct child *c);
+
+/* Wait for the child; *status gets waitpid's status. Closes the pipes. */
+int child_finish(struct child *c, int *status);
+
+/* Make this process the reaper of orphaned descendants, so that a grandchild
+ * that left the child's process group still comes back to us. */
+void proc_become_subreaper(void);
+/* Kill and reap every remaining child of this process (after an evaluation,
+ * nothing it started may outlive it). Returns how many were killed. */
+int proc_kill_descendants(void);
+
+/* Describe a waitpid status: "exit code 3", "signal 11 (SIGSEGV)". */
+void proc_describe_status(int status, char *out, size_t size);
+
+#endif

@@ -1,0 +1,216 @@
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "util.h"
+
+#define SCHEMA_VERSION 1
+
+struct store {
+	sqlite3 *db;
+	char *path;
+};
+
+static const char schema[] =
+	"CREATE TABLE IF NOT EXISTS evaluations ("
+	" id INTEGER PRIMARY KEY,"
+	" started_at TEXT NOT NULL,"
+	" finished_at TEXT,"
+	" problem INTEGER NOT NULL,"
+	" dsl TEXT NOT NULL,"
+	" workload TEXT NOT NULL,"
+	" device TEXT NOT NULL,"
+	" kernel_path TEXT NOT NULL,"
+	" kernel_sha256 TEXT,"
+	" kernel_source TEXT,"
+	" problem_sha256 TEXT NOT NULL,"
+	" grader_sha256 TEXT NOT NULL,"
+	" options TEXT NOT NULL,"
+	" status TEXT NOT NULL,"          /* running until the verdict lands */
+	" reason TEXT,"
+	" stage TEXT,"
+	" imported INTEGER, correct INTEGER, passed INTEGER,"
+	" draws_passed INTEGER, draws_total INTEGER,"
+	" kernel_ms REAL, eager_ms REAL, speedup REAL,"
+	" gpu TEXT,"
+	" versions TEXT,"                 /* JSON */
+	" seeds TEXT,"                    /* JSON array */
+	" stages TEXT,"                   /* JSON array of stage events */
+	" result TEXT,"                   /* the grader's whole result object */
+	" term_signal INTEGER, exit_code INTEGER,"
+	" wait_ms REAL, eval_ms REAL,"
+	" output_tail TEXT);"
+	"CREATE INDEX IF NOT EXISTS evaluations_problem ON evaluations(problem, dsl, workload);";
+
+static int sql_error(struct store *s, const char *what)
+{
+	return error("store '%s': %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+int store_open(const char *path, struct store **out)
+{
+	struct store *s = xcalloc(1, sizeof(*s));
+	s->path = xstrdup(path);
+	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+		int rc = error("cannot open store '%s': %s", path,
+			       s->db ? sqlite3_errmsg(s->db) : "out of memory");
+		store_close(s);
+		return rc;
+	}
+	sqlite3_busy_timeout(s->db, 30000);
+	char *msg = NULL;
+	int version = -1;
+	sqlite3_stmt *st;
+	if (sqlite3_exec(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, &msg) != SQLITE_OK ||
+	    sqlite3_exec(s->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
+		int rc = error("store '%s': cannot create schema: %s", path, msg ? msg : "?");
+		sqlite3_free(msg);
+		store_close(s);
+		return rc;
+	}
+	if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK) {
+		if (sqlite3_step(st) == SQLITE_ROW)
+			version = sqlite3_column_int(st, 0);
+		sqlite3_finalize(st);
+	}
+	if (version == 0) {
+		char pragma[64];
+		snprintf(pragma, sizeof(pragma), "PRAGMA user_version=%d", SCHEMA_VERSION);
+		if (sqlite3_exec(s->db, pragma, NULL, NULL, NULL) != SQLITE_OK)
+			version = -1;
+		else
+			version = SCHEMA_VERSION;
+	}
+	if (version != SCHEMA_VERSION) {
+		int rc = error("store '%s' has schema version %d; this mkb reads %d", path, version,
+			       SCHEMA_VERSION);
+		store_close(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+void store_close(struct store *s)
+{
+	if (!s)
+		return;
+	if (s->db && sqlite3_close(s->db) != SQLITE_OK)
+		warning("store '%s' did not close cleanly", s->path);
+	free(s->path);
+	free(s);
+}
+
+static int bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+	return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
+}
+
+static int bind_ms(sqlite3_stmt *st, int i, double v)
+{
+	return v >= 0 ? sqlite3_bind_double(st, i, v) : sqlite3_bind_null(st, i);
+}
+
+static int bind_json(sqlite3_stmt *st, int i, json_t *v)
+{
+	if (!v)
+		return sqlite3_bind_null(st, i);
+	char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+	if (!s)
+		return sqlite3_bind_null(st, i);
+	return sqlite3_bind_text(st, i, s, -1, free);
+}
+
+/* Step a statement to completion and finalize it. */
+static int run(struct store *s, sqlite3_stmt *st, int bind_rc, const char *what)
+{
+	int rc = bind_rc == SQLITE_OK && sqlite3_step(st) == SQLITE_DONE ? 0 : sql_error(s, what);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int store_begin_evaluation(struct store *s, const struct eval_record *r, int64_t *id)
+{
+	static const char sql[] =
+		"INSERT INTO evaluations (started_at, problem, dsl, workload, device, kernel_path,"
+		" kernel_sha256, kernel_source, problem_sha256, grader_sha256, options, status)"
+		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'running')";
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return sql_error(s, "prepare insert");
+	char ts[32];
+	utc_timestamp(ts, sizeof(ts));
+	int b = SQLITE_OK;
+	b |= bind_text(st, 1, ts);
+	b |= sqlite3_bind_int(st, 2, r->problem);
+	b |= bind_text(st, 3, r->dsl);
+	b |= bind_text(st, 4, r->workload);
+	b |= bind_text(st, 5, r->device);
+	b |= bind_text(st, 6, r->kernel_path);
+	b |= bind_text(st, 7, r->kernel_sha256);
+	b |= bind_text(st, 8, r->kernel_source);
+	b |= bind_text(st, 9, r->problem_sha256);
+	b |= bind_text(st, 10, r->grader_sha256);
+	b |= bind_text(st, 11, r->options_json);
+	if (run(s, st, b, "insert evaluation") < 0)
+		return -1;
+	*id = sqlite3_last_insert_rowid(s->db);
+	return 0;
+}
+
+int store_finish_evaluation(struct store *s, int64_t id, const struct verdict *v)
+{
+	static const char sql[] =
+		"UPDATE evaluations SET finished_at=?1, status=?2, reason=?3, stage=?4,"
+		" imported=?5, correct=?6, passed=?7, draws_passed=?8, draws_total=?9,"
+		" kernel_ms=?10, eager_ms=?11, speedup=?12, gpu=?13, versions=?14, seeds=?15,"
+		" stages=?16, result=?17, term_signal=?18, exit_code=?19, wait_ms=?20,"
+		" eval_ms=?21, output_tail=?22 WHERE id=?23";
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return sql_error(s, "prepare update");
+	char ts[32];
+	utc_timestamp(ts, sizeof(ts));
+	int b = SQLITE_OK;
+	b |= bind_text(st, 1, ts);
+	b |= bind_text(st, 2, verdict_status_name(v->status));
+	b |= bind_text(st, 3, v->reason);
+	b |= bind_text(st, 4, v->stage);
+	b |= sqlite3_bind_int(st, 5, v->imported);
+	b |= sqlite3_bind_int(st, 6, v->correct);
+	b |= sqlite3_bind_int(st, 7, v->passed);
+	b |= sqlite3_bind_int(st, 8, v->draws_passed);
+	b |= sqlite3_bind_int(st, 9, v->draws_total);
+	b |= bind_ms(st, 10, v->kernel_ms);
+	b |= bind_ms(st, 11, v->eager_ms);
+	b |= bind_ms(st, 12, v->speedup);
+	b |= bind_text(st, 13, v->gpu);
+	b |= bind_json(st, 14, json_object_get(v->result, "versions"));
+	b |= bind_json(st, 15, json_object_get(v->result, "seeds"));
+	b |= bind_json(st, 16, v->stages);
+	b |= bind_json(st, 17, v->result);
+	b |= v->term_signal > 0 ? sqlite3_bind_int(st, 18, v->term_signal) : sqlite3_bind_null(st, 18);
+	b |= sqlite3_bind_int(st, 19, v->exit_code);
+	b |= sqlite3_bind_double(st, 20, v->wait_ms);
+	b |= sqlite3_bind_double(st, 21, v->eval_ms);
+	b |= bind_text(st, 22, v->output_tail);
+	b |= sqlite3_bind_int64(st, 23, id);
+	return run(s, st, b, "update evaluation");
+}
+
+long store_count_evaluations(struct store *s, const char *status)
+{
+	sqlite3_stmt *st;
+	const char *sql = *status ? "SELECT count(*) FROM evaluations WHERE status=?1"
+				  : "SELECT count(*) FROM evaluations";
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return sql_error(s, "prepare count");
+	if (*status && sqlite3_bind_text(st, 1, status, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
+		sqlite3_finalize(st);
+		return sql_error(s, "bind count");
+	}
+	long n = sqlite3_step(st) == SQLITE_ROW ? (long)sqlite3_column_int64(st, 0) : -1;
+	sqlite3_finalize(st);
+	return n;
+}
