@@ -2,15 +2,18 @@
 # against an ASan/UBSan build; `make demo` runs the CPU demo.
 CC ?= cc
 PKGS := jansson sqlite3
+# Overridable where pkg-config or the -dev packages are missing (the GPU machine).
+PKG_CFLAGS ?= $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS ?= $(shell pkg-config --libs $(PKGS))
 CFLAGS_BASE := -std=c17 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \
 	-Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral -Wvla \
-	-include src/banned.h $(shell pkg-config --cflags $(PKGS))
-LDLIBS := $(shell pkg-config --libs $(PKGS))
+	-include src/banned.h $(PKG_CFLAGS)
+LDLIBS := $(PKG_LIBS)
 CFLAGS ?= -O2 -g
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 SRCS := $(wildcard src/*.c)
-LIB_SRCS := $(filter-out src/main.c,$(SRCS))
+LIB_SRCS := $(filter-out src/main.c src/cmd_%.c,$(SRCS))
 HDRS := $(wildcard src/*.h)
 TEST_SRCS := $(wildcard tests/unit/*.c)
 
@@ -26,7 +29,7 @@ build/asan/mkb: $(SRCS) $(HDRS) Makefile
 
 build/asan/unit: $(LIB_SRCS) $(TEST_SRCS) $(HDRS) tests/unit/unit.h Makefile
 	@mkdir -p build/asan
-	$(CC) $(CFLAGS_BASE) -Isrc -O1 -g $(SAN) -o $@ $(LIB_SRCS) $(TEST_SRCS) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) -Isrc -Itests/unit -DMKB_SOURCE_ROOT=\"$(CURDIR)\" -O1 -g $(SAN) -o $@ $(LIB_SRCS) $(TEST_SRCS) $(LDLIBS)
 
 # The grader's Python (a venv with torch, cached outside the clone). A
 # wrapper script, not a link: a venv is recognised by the path it is run by.

@@ -54,6 +54,7 @@ static int parse_int_opt(const char *name, const char *s, long min, long max, in
 	return 0;
 }
 
+/* 0: parsed; -1: --help was printed; EXIT_USAGE: bad usage (printed). */
 static int parse_args(int argc, char **argv, struct eval_args *a)
 {
 	static const struct option opts[] = {
@@ -89,7 +90,7 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 				rc = usage_error("eval", "--timeout wants seconds > 0, not '%s'", optarg);
 			break;
 		case 'j': a->as_json = 1; break;
-		case 'h': fputs(eval_help, stdout); return 1;
+		case 'h': fputs(eval_help, stdout); return -1;
 		case OPT_STORE: a->store_path = optarg; break;
 		case OPT_NO_STORE: a->no_store = 1; break;
 		case OPT_PYTHON: a->judge.python = optarg; break;
@@ -207,7 +208,7 @@ int cmd_eval(int argc, char **argv)
 	a.judge.python = NULL; /* resolved below unless --python names one */
 	int rc = parse_args(argc, argv, &a);
 	if (rc)
-		return rc > 0 ? EXIT_OK : EXIT_USAGE;
+		return rc < 0 ? EXIT_OK : EXIT_USAGE; /* -1: --help was shown */
 	if (!strcmp(a.judge.device, "cuda") && !have_gpu(a.judge.gpu)) {
 		error("no NVIDIA GPU %d on this machine (/dev/nvidia%d is missing); "
 		      "'--device cpu' runs the CPU test mode", a.judge.gpu, a.judge.gpu);
@@ -224,9 +225,10 @@ int cmd_eval(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (!problem_workload(p, a.judge.workload)) {
+		rc = usage_error("eval", "problem %d has no workload '%s' (visible, heldout, smoke)",
+				 p->number, a.judge.workload);
 		mkb_env_release(&env);
-		return usage_error("eval", "problem %d has no workload '%s' (visible, heldout, smoke)",
-				   p->number, a.judge.workload);
+		return rc;
 	}
 	char *python = a.judge.python ? NULL : paths_python(env.root);
 	char *grader_dir = xstrfmt("%s/grader", env.root);

@@ -83,7 +83,8 @@ class Evaluation:
             "imported": False, "correct": False, "draws_passed": 0,
             "draws_total": self.draws, "kernel_ms": None, "eager_ms": None,
             "speedup": None, "passed": False, "status": "failed", "reason": "",
-            "stage": "setup", "gpu": None, "dsl_checked": False, "seeds": [],
+            "stage": "setup", "gpu": None, "dsl_checked": False,
+            "seeds": {"correctness": [], "warmup": [], "timed": [], "baseline_warmup": []},
             "errors": [],
         }
         self.stage = "setup"
@@ -96,9 +97,10 @@ class Evaluation:
         self.result["stage"] = stage
         self.ch.stage(stage, **extra)
 
-    def draw(self):
+    def draw(self, kind):
+        """Fresh inputs; the seed is recorded under kind."""
         seed, inputs = self.problem.make_inputs(self.seed(), self.device, self.seed)
-        self.result["seeds"].append(seed)
+        self.result["seeds"][kind].append(seed)
         return inputs
 
     def reference_outputs(self, inputs):
@@ -170,7 +172,7 @@ class Evaluation:
 
         for k in range(self.draws):
             self.enter("correctness", draw=k + 1)
-            inputs = self.draw()
+            inputs = self.draw("correctness")
             expected, anchor = self.reference_outputs(inputs)
             actual = self.call_solve(inputs)
             rows = self.compare(actual, expected, anchor, f"draw {k + 1}/{self.draws}")
@@ -185,7 +187,7 @@ class Evaluation:
         clock = timing.Clock(self.device)
         self.enter("warmup")
         for _ in range(self.warmup):
-            self.call_solve(self.draw())
+            self.call_solve(self.draw("warmup"))
             clock.sync()
         seeds = [self.seed() for _ in range(self.timed)]
         picker = self.rng or random.SystemRandom()
@@ -207,13 +209,13 @@ class Evaluation:
                 self.stage = "timing"
             del inputs, out, kept
         self.result["kernel_ms"] = timing.median(kernel_ms)
-        self.result["seeds"].extend(seeds)
+        self.result["seeds"]["timed"] = seeds
 
         self.enter("baseline")
         eager_ms = []
         with numerics.strict():
             for _ in range(self.warmup):
-                self.problem.reference(*self.draw())
+                self.problem.reference(*self.draw("baseline_warmup"))
                 clock.sync()
             for seed in seeds:
                 _, inputs = self.problem.make_inputs(seed, self.device)

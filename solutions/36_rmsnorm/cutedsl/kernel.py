@@ -12,6 +12,7 @@ Any hidden size that is a multiple of 8 is supported; the kernel is compiled
 once per (hidden, dtype) with `cute.compile` and cached; the row count is a
 runtime argument.
 """
+import importlib.util
 import math
 
 import torch
@@ -20,7 +21,7 @@ import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
-from cutlass.cute.runtime import make_fake_stream, make_ptr
+from cutlass.cute.runtime import from_dlpack, make_fake_compact_tensor, make_fake_stream
 
 EPS = 1e-6
 VEC = 8  # bf16 elements per 128-bit access
@@ -134,10 +135,9 @@ def _rmsnorm_kernel(
 
 @cute.jit
 def _launch(
-    p_x: cute.Pointer,
-    p_w: cute.Pointer,
-    p_y: cute.Pointer,
-    n_rows: Int32,
+    x: cute.Tensor,
+    w: cute.Tensor,
+    y: cute.Tensor,
     stream: cuda.CUstream,
     hidden: cutlass.Constexpr,
     tpr: cutlass.Constexpr,
@@ -145,35 +145,69 @@ def _launch(
     rows: cutlass.Constexpr,
     eps: cutlass.Constexpr,
 ):
+    # The tensors only carry the addresses (16-byte aligned, checked by the caller)
+    # and the dynamic row count; the kernel builds its own layouts from them.
+    n_rows = x.shape[0]
     grid = (n_rows + (rows - 1)) // rows
-    _rmsnorm_kernel(p_x, p_w, p_y, n_rows, hidden, tpr, vpt, rows, eps).launch(
+    _rmsnorm_kernel(x.iterator, w.iterator, y.iterator, n_rows, hidden, tpr, vpt, rows, eps).launch(
         grid=[grid, 1, 1], block=[tpr * rows, 1, 1], stream=stream
     )
 
 
+# TVM-FFI calling convention (documented in CuTe DSL 4.7, needs the apache-tvm-ffi
+# package): the compiled function takes torch tensors directly, checks their dtype,
+# shape, strides, device and 16-byte alignment in C, and launches on the current
+# torch stream (the stream argument is compiled as the TVM-FFI environment stream,
+# so it is left out of the call). Without tvm_ffi, the documented plain call is
+# used: from_dlpack tensors plus an explicit stream, about 10 us slower per call.
+USE_TVM_FFI = importlib.util.find_spec("tvm_ffi") is not None
+
 _compiled = {}
 
 
-def _fake_ptr():
-    return make_ptr(BFloat16, 0, cute.AddressSpace.gmem, assumed_align=ALIGN)
+def _fake_rows(n_rows_sym, hidden):
+    """Row-major (n_rows, hidden) bf16 tensor with a dynamic row count."""
+    return make_fake_compact_tensor(
+        BFloat16, (n_rows_sym, hidden), stride_order=(1, 0), assumed_align=ALIGN
+    )
 
 
 def compile_for(hidden):
-    """Compile (once) for this hidden size; works without a GPU if CUTE_DSL_ARCH is set."""
-    key = (hidden, torch.bfloat16)
+    """Compile (once) for this hidden size; works without a GPU if CUTE_DSL_ARCH is set.
+
+    Returns (compiled function, rows per CTA)."""
+    key = (hidden, torch.bfloat16, USE_TVM_FFI)
     entry = _compiled.get(key)
     if entry is None:
         if hidden % VEC != 0:
             raise ValueError(f"hidden must be a multiple of {VEC}, got {hidden}")
         tpr, vpt, rows = _plan(hidden)
+        n_rows = cute.sym_int32()  # shared by x and y: the TVM-FFI wrapper checks they match
         fn = cute.compile(
             _launch,
-            _fake_ptr(), _fake_ptr(), _fake_ptr(),
-            Int32(1), make_fake_stream(),
+            _fake_rows(n_rows, hidden),
+            make_fake_compact_tensor(BFloat16, (hidden,), assumed_align=ALIGN),
+            _fake_rows(n_rows, hidden),
+            make_fake_stream(use_tvm_ffi_env_stream=USE_TVM_FFI),
             hidden, tpr, vpt, rows, EPS,
+            options="--enable-tvm-ffi" if USE_TVM_FFI else None,
         )
         entry = _compiled[key] = (fn, rows)
     return entry
+
+
+def _plain_tensor(t):
+    return from_dlpack(t, assumed_align=ALIGN).mark_compact_shape_dynamic(
+        mode=0, stride_order=t.dim_order()
+    )
+
+
+def _call(fn, tensors):
+    if USE_TVM_FFI:
+        fn(*tensors)
+    else:
+        stream = cuda.CUstream(torch.cuda.current_stream(tensors[0].device).cuda_stream)
+        fn(*[_plain_tensor(t) for t in tensors], stream)
 
 
 def _prep(t):
@@ -181,10 +215,6 @@ def _prep(t):
     if not t.is_contiguous() or t.data_ptr() % ALIGN != 0:
         t = t.clone(memory_format=torch.contiguous_format)
     return t
-
-
-def _gptr(t, byte_offset=0):
-    return make_ptr(BFloat16, t.data_ptr() + byte_offset, cute.AddressSpace.gmem, assumed_align=ALIGN)
 
 
 def solve(hidden_states, weight):
@@ -197,12 +227,13 @@ def solve(hidden_states, weight):
     out = torch.empty((n_rows, hidden), dtype=torch.bfloat16, device=x.device)
     if n_rows > 0:
         fn, rows = compile_for(hidden)
-        stream = cuda.CUstream(torch.cuda.current_stream(x.device).cuda_stream)
+        # In-kernel offsets are 32-bit: one launch unless n_rows*hidden overflows them,
+        # else launches on row slices (each slice stays 16-byte aligned: hidden % 8 == 0).
         chunk = max(rows, (MAX_ELEMS_PER_LAUNCH // hidden) // rows * rows)
-        start = 0
-        while start < n_rows:  # one launch unless rows*hidden exceeds 32-bit offsets
-            n = min(chunk, n_rows - start)
-            off = start * hidden * 2
-            fn(_gptr(x, off), _gptr(w), _gptr(out, off), n, stream)
-            start += n
+        if n_rows <= chunk:
+            _call(fn, (x, w, out))
+        else:
+            for start in range(0, n_rows, chunk):
+                end = min(start + chunk, n_rows)
+                _call(fn, (x[start:end], w, out[start:end]))
     return out.reshape(hidden_states.shape)

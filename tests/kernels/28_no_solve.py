@@ -1,0 +1,2 @@
+def compute(hidden_states, residual, weight):
+    return hidden_states

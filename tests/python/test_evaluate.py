@@ -1,0 +1,133 @@
+"""The evaluation procedure: draw counts, seeds, numerics, in-place safety."""
+import os
+import tempfile
+import textwrap
+import unittest
+
+import torch
+
+from mkb_grader.evaluate import Evaluation
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+P28 = os.path.join(ROOT, "problems", "mlp_norm", "28_fused_add_rmsnorm")
+
+
+class Channel:
+    def __init__(self):
+        self.stages = []
+
+    def stage(self, name, **extra):
+        self.stages.append(name)
+
+    def send(self, obj):
+        pass
+
+
+def run(kernel_src, **req):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "kernel.py")
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(kernel_src))
+        request = {"problem": 28, "dsl": "cutedsl", "problem_dir": P28, "kernel": path,
+                   "device": "cpu", "workload": "smoke", **req}
+        ch = Channel()
+        result = Evaluation(request, ch).run()
+        return result, ch
+
+
+KERNEL = """
+import torch
+CALLS = []
+
+def solve(hidden_states, residual, weight):
+    m = torch.backends.cuda.matmul
+    CALLS.append((m.allow_bf16_reduced_precision_reduction, torch.get_float32_matmul_precision()))
+    x = hidden_states.float() + residual.float()
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()
+    return y.to(hidden_states.dtype)
+"""
+
+
+class ProcedureTest(unittest.TestCase):
+    def test_counts_and_seeds(self):
+        result, ch = run(KERNEL)
+        self.assertEqual(result["status"], "passed", result["reason"])
+        # 5 correctness draws, 10 + 50 for the kernel, 10 eager warm-ups (the
+        # eager timed calls reuse the kernel's 50 seeds), each its own seed.
+        s = result["seeds"]
+        self.assertEqual([len(s[k]) for k in ("correctness", "warmup", "timed", "baseline_warmup")],
+                         [5, 10, 50, 10])
+        seeds = [x for k in s for x in s[k]]
+        self.assertEqual(len(set(seeds)), 75)
+        self.assertTrue(all(0 <= s < 2 ** 63 for s in seeds))
+        self.assertEqual(ch.stages.count("correctness"), 5)
+        self.assertEqual(ch.stages.count("recheck"), 3)
+        self.assertEqual(ch.stages[-1], "baseline")
+
+    def test_two_evaluations_draw_different_seeds(self):
+        a, _ = run(KERNEL, timed=0)
+        b, _ = run(KERNEL, timed=0)
+        self.assertNotEqual(a["seeds"], b["seeds"])
+
+    def test_fixed_seed_reproduces(self):
+        a, _ = run(KERNEL, timed=0, seed=7)
+        b, _ = run(KERNEL, timed=0, seed=7)
+        self.assertEqual(a["seeds"], b["seeds"])
+
+    def test_solve_runs_under_torch_defaults_and_strict_is_restored(self):
+        before = (torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+                  torch.get_float32_matmul_precision())
+        result, _ = run(KERNEL + "\nimport builtins\nbuiltins._mkb_calls = CALLS\n", timed=0)
+        import builtins
+        calls = builtins._mkb_calls
+        del builtins._mkb_calls
+        self.assertEqual(result["status"], "passed")
+        self.assertTrue(all(c == before for c in calls), calls)
+        self.assertEqual(before, (torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+                                  torch.get_float32_matmul_precision()))
+
+    def test_kernel_mutating_its_inputs_cannot_fool_the_reference(self):
+        # The reference sees clones taken before solve runs, so zeroing the
+        # inputs and returning the matching output still fails.
+        src = """
+        import torch
+        def solve(hidden_states, residual, weight):
+            hidden_states.zero_(); residual.zero_()
+            return torch.zeros_like(hidden_states)
+        """
+        result, _ = run(src, timed=0)
+        self.assertEqual(result["status"], "failed")
+
+    def test_recheck_catches_a_kernel_that_goes_wrong_later(self):
+        src = """
+        import torch
+        N = [0]
+        def solve(hidden_states, residual, weight):
+            N[0] += 1
+            x = hidden_states.float() + residual.float()
+            y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()
+            return (y * (1.0 if N[0] <= 15 else 2.0)).to(hidden_states.dtype)
+        """
+        result, _ = run(src, rechecks=50)
+        self.assertEqual(result["status"], "failed")
+        self.assertIn("re-check of timed call", result["reason"])
+
+    def test_torch_compile_does_not_compile(self):
+        src = """
+        import torch
+        def f(x):
+            return x * 2
+        g = torch.compile(f)
+        def solve(hidden_states, residual, weight):
+            import torch._dynamo
+            assert torch._dynamo.config.disable
+            x = hidden_states.float() + residual.float()
+            y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()
+            return (g(y) / 2).to(hidden_states.dtype)
+        """
+        result, _ = run(src, timed=0)
+        self.assertEqual(result["status"], "passed", result["reason"])
+
+
+if __name__ == "__main__":
+    unittest.main()

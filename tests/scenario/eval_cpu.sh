@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# The judge end to end on the CPU: `mkb eval --device cpu` on planted kernels.
+. "$(dirname "$0")/../lib.sh"
+K=$TOP/tests/kernels
+FAST="--device cpu --workload smoke --warmup 1 --timed 5"
+
+evaljson() { # problem kernel [flags...]: JSON verdict in out.json, exit code in rc
+	local p=$1 k=$2
+	shift 2
+	set +e
+	"$MKB" eval "$p" --dsl cutedsl $FAST --json "$@" "$K/$k" >out.json 2>err.txt
+	echo $? >rc
+	set -e
+	cat out.json
+}
+
+expect 'a correct kernel passes with timings and exit 0' '
+	evaljson 28 28_torch_ok.py
+	[ "$(field status <out.json)" = passed ]
+	[ "$(field passed <out.json)" = true ]
+	[ "$(field draws_passed <out.json)" = 5 ]
+	[ "$(field draws_total <out.json)" = 5 ]
+	python3 -c "import json; v=json.load(open(\"out.json\")); assert v[\"kernel_ms\"] > 0 and v[\"eager_ms\"] > 0 and v[\"speedup\"] > 0; assert v[\"gpu\"].startswith(\"cpu\")"
+	[ "$(cat rc)" = 0 ]
+'
+
+expect 'the visible workload is the default and runs on the CPU too' '
+	"$MKB" eval 36 --dsl tirx --device cpu --timed 3 --warmup 1 --draws 1 --json "$TOP/tests/kernels/36_torch_ok.py" >out.json
+	[ "$(field workload <out.json)" = visible ]
+	[ "$(field status <out.json)" = passed ]
+'
+
+expect '1e-2 relative error on bf16 is inside the paper allowance' '
+	evaljson 28 28_off_1e-2.py
+	[ "$(field status <out.json)" = passed ]
+'
+
+expect '5e-2 relative error fails with a mismatch reason' '
+	evaljson 28 28_off_5e-2.py
+	[ "$(field status <out.json)" = failed ]
+	[ "$(field correct <out.json)" = false ]
+	field reason <out.json | grep -q "max error .* > allowance"
+	[ "$(cat rc)" = 1 ]
+'
+
+expect 'a tuple where a tensor is expected fails on structure' '
+	evaljson 28 28_tuple.py
+	[ "$(field status <out.json)" = failed ]
+	field reason <out.json | grep -q "expected tensor.*got tuple"
+'
+
+expect 'a wrong output shape fails on shape' '
+	evaljson 28 28_shape.py
+	field reason <out.json | grep -q "shape \[37, 255\] != expected \[37, 256\]"
+'
+
+expect 'NaN in the output fails' '
+	evaljson 28 28_nan.py
+	[ "$(field status <out.json)" = failed ]
+	field reason <out.json | grep -q "NaN/Inf"
+'
+
+expect 'a kernel that raises fails with the exception and stage' '
+	evaljson 28 28_raises.py
+	[ "$(field status <out.json)" = failed ]
+	[ "$(field imported <out.json)" = true ]
+	field reason <out.json | grep -q "correctness raised ValueError: planted failure"
+'
+
+expect 'a kernel without solve() fails at import' '
+	evaljson 28 28_no_solve.py
+	[ "$(field imported <out.json)" = false ]
+	field reason <out.json | grep -q "no solve"
+'
+
+expect 'a SIGSEGV is classified as crashed with the signal and stage' '
+	evaljson 28 28_segv.py
+	[ "$(field status <out.json)" = crashed ]
+	[ "$(field signal <out.json)" = 11 ]
+	[ "$(field stage <out.json)" = correctness ]
+	field reason <out.json | grep -q SIGSEGV
+	[ "$(cat rc)" = 1 ]
+'
+
+expect 'a hang is killed at --timeout, classified hung, within timeout + 5 s' '
+	start=$(date +%s)
+	evaljson 28 28_hang.py --timeout 4
+	took=$(( $(date +%s) - start ))
+	[ "$(field status <out.json)" = hung ]
+	[ "$(field stage <out.json)" = correctness ]
+	[ "$took" -le 9 ]
+'
+
+expect 'nothing a kernel starts outlives its evaluation, even outside its group' '
+	evaljson 28 28_orphan.py --timeout 4
+	[ "$(field status <out.json)" = hung ]
+	sleep 0.5
+	! pgrep -f mkb-orphan-marker-7f3a
+'
+
+expect 'a forged protocol line on stdout is not believed' '
+	evaljson 28 28_forge.py
+	[ "$(field status <out.json)" = failed ]
+	field reason <out.json | grep -q "the real outcome"
+'
+
+expect 'invalid Python is rejected before grading and not counted' '
+	evaljson 28 28_syntax.py
+	[ "$(field status <out.json)" = rejected ]
+	field reason <out.json | grep -q "not valid Python"
+'
+
+expect 'an oversized kernel is rejected' '
+	evaljson 28 28_torch_ok.py --max-kernel-bytes 100
+	[ "$(field status <out.json)" = rejected ]
+	field reason <out.json | grep -q "over the 100-byte limit"
+'
+
+expect 'a missing kernel is rejected' '
+	set +e; "$MKB" eval 28 --dsl cutedsl --device cpu --json /nonexistent/kernel.py >out.json; set -e
+	[ "$(field status <out.json)" = rejected ]
+'
+
+expect 'the feedback text reports every field of PROTOCOL.md' '
+	"$MKB" eval 28 --dsl cutedsl $FAST "$K/28_off_5e-2.py" >fb.txt || true
+	grep -q "^GPU: cpu (test mode), evaluation took" fb.txt
+	grep -q "DSL rules are not checked" fb.txt
+	grep -q "^Imported: yes" fb.txt
+	grep -q "^Correct: no (0/5 draws)" fb.txt
+	grep -q "^Reason: draw 1/5: output: max error" fb.txt
+	grep -q "^Passed: no" fb.txt
+'
+
+expect 'a crash shows the stage and the output tail' '
+	"$MKB" eval 28 --dsl cutedsl $FAST "$K/28_segv.py" >fb.txt || true
+	grep -q "^Status: crashed" fb.txt
+	grep -q "^Stage: correctness" fb.txt
+	grep -q "^Output tail:" fb.txt
+'
+
+expect 'every evaluation lands in the store with hashes and source' '
+	export MKB_STORE="$TMP/own.db"
+	evaljson 28 28_torch_ok.py >/dev/null
+	evaljson 28 28_segv.py >/dev/null
+	python3 - <<PY
+import sqlite3, hashlib
+db = sqlite3.connect("$TMP/own.db")
+rows = db.execute("select status, kernel_sha256, kernel_source, problem_sha256, grader_sha256, versions, finished_at from evaluations order by id").fetchall()
+assert [r[0] for r in rows] == ["passed", "crashed"], rows
+src = open("$K/28_torch_ok.py", "rb").read()
+assert rows[0][1] == hashlib.sha256(src).hexdigest()
+assert rows[0][2] == src.decode()
+assert len(rows[0][3]) == 64 and len(rows[0][4]) == 64 and rows[0][6]
+assert "torch" in rows[0][5]
+PY
+'
+
+expect 'no GPU and no --device cpu is a clear error' '
+	set +e; "$MKB" eval 28 --dsl cutedsl "$K/28_torch_ok.py" 2>err.txt; rc=$?; set -e
+	[ $rc = 3 ]
+	grep -q "no NVIDIA GPU 0 on this machine" err.txt
+	grep -q -- "--device cpu" err.txt
+'
+
+expect 'bad usage is refused with exit 2' '
+	set +e
+	"$MKB" eval 28 "$K/28_torch_ok.py" 2>e1; r1=$?
+	"$MKB" eval 28 --dsl cuda "$K/28_torch_ok.py" 2>e2; r2=$?
+	"$MKB" eval 99 --dsl tirx --device cpu "$K/28_torch_ok.py" 2>e3; r3=$?
+	"$MKB" eval 28 --dsl tirx --device cpu --workload huge "$K/28_torch_ok.py" 2>e4; r4=$?
+	"$MKB" eval 28 --dsl tirx --device cpu --timeout -1 "$K/28_torch_ok.py" 2>e5; r5=$?
+	set -e
+	[ "$r1$r2$r3$r4$r5" = 22222 ]
+	grep -q "dsl is required" e1 && grep -q "unknown DSL" e2 && grep -q "no problem 99" e3
+	grep -q "no workload .huge." e4 && grep -q "timeout wants" e5
+'
+
+finish

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# GPU machine, in the repo root: install the DSLs staged by tools/stage_dsls.sh
+# and build mkb. One call per staged part (a call carries at most 64 MiB):
+#
+#   device run, carry [.stage/manifest, .stage/include, .stage/part-00]:  tools/device_setup.sh
+#   device run, carry [.stage/manifest, .stage/include, .stage/part-01]:  tools/device_setup.sh
+#   device run, carry [.stage/manifest, .stage/include, .stage/part-02]:  tools/device_setup.sh && ...
+#
+# Parts are kept in /root/stage between calls (the machine stays warm for a
+# short while only: make the calls back to back). When every part is there,
+# the archive is reassembled, checked against the manifest's sha256 and
+# unpacked into $DSL_SITE; then mkb is built against the carried headers and
+# the machine's own libjansson/libsqlite3. Prints "setup: ready" when done,
+# "setup: waiting for ..." otherwise. Source tools/device_env.sh afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STAGE=${STAGE:-/root/stage}
+DSL_SITE=${DSL_SITE:-/root/dsl-site}
+manifest=.stage/manifest
+[ -f "$manifest" ] || { echo "setup: carry .stage/manifest (run tools/stage_dsls.sh here first)" >&2; exit 2; }
+mkdir -p "$STAGE"
+
+# Keep every carried part whose hash matches the manifest.
+for f in .stage/part-*; do
+	[ -f "$f" ] || continue
+	name=$(basename "$f")
+	want=$(awk -v n="$name" '$1 == "part" && $2 == n {print $3}' "$manifest")
+	got=$(sha256sum "$f" | cut -d' ' -f1)
+	if [ "$want" != "$got" ]; then
+		echo "setup: $name does not match the manifest ($got != $want)" >&2
+		exit 1
+	fi
+	cp "$f" "$STAGE/$name"
+	echo "setup: stored $name"
+done
+
+whole=$(awk '$1 == "whole" {print $2}' "$manifest")
+if [ ! -f "$DSL_SITE/.installed-$whole" ]; then
+	missing=""
+	for name in $(awk '$1 == "part" {print $2}' "$manifest"); do
+		[ -f "$STAGE/$name" ] || missing="$missing $name"
+	done
+	if [ -n "$missing" ]; then
+		echo "setup: waiting for$missing"
+		exit 0
+	fi
+	cat $(awk -v d="$STAGE" '$1 == "part" {print d "/" $2}' "$manifest") > "$STAGE/dsl-site.tar.xz"
+	got=$(sha256sum "$STAGE/dsl-site.tar.xz" | cut -d' ' -f1)
+	if [ "$got" != "$whole" ]; then
+		echo "setup: reassembled archive does not match the manifest" >&2
+		exit 1
+	fi
+	rm -rf "$DSL_SITE" && mkdir -p "$DSL_SITE"
+	tar -C "$DSL_SITE" -xJf "$STAGE/dsl-site.tar.xz"
+	touch "$DSL_SITE/.installed-$whole"
+	echo "setup: unpacked the DSLs into $DSL_SITE"
+fi
+
+# Build mkb here: the machine has the shared libraries but no -dev packages.
+mkdir -p build/devlib
+ln -sf "$(ldconfig -p | awk '/libjansson.so.4 /{print $NF; exit}')" build/devlib/libjansson.so
+ln -sf "$(ldconfig -p | awk '/libsqlite3.so.0 /{print $NF; exit}')" build/devlib/libsqlite3.so
+make -s build/mkb PKG_CFLAGS="-I.stage/include" PKG_LIBS="-Lbuild/devlib -ljansson -lsqlite3"
+. tools/device_env.sh
+"$MKB_PYTHON" - <<'PY'
+import importlib.metadata as md
+import cutlass, cutlass.cute, tvm, tvm_ffi
+from tvm.script import tirx
+for d in ("nvidia-cutlass-dsl", "apache-tvm", "apache-tvm-ffi", "torch"):
+    print(f"setup: {d} {md.version(d)}")
+PY
+echo "setup: ready"
