@@ -175,9 +175,26 @@ static void handle_line(struct reader *r, const char *line)
 	}
 	if (!strcmp(type, "stage")) {
 		const char *stage = json_string_value(json_object_get(msg, "stage"));
+		const char *gpu = json_string_value(json_object_get(msg, "gpu"));
 		if (stage) {
 			free(r->v->stage);
 			r->v->stage = xstrdup(stage);
+			/* What the events prove, for a grader that dies before its result:
+			 * any stage after "import" means the kernel imported, and entering
+			 * correctness draw k means k - 1 draws passed. */
+			if (strcmp(stage, "setup") && strcmp(stage, "import"))
+				r->v->imported = 1;
+			json_t *draw = json_object_get(msg, "draw");
+			if (!strcmp(stage, "correctness") && json_is_integer(draw))
+				r->v->draws_passed = (int)json_integer_value(draw) - 1;
+			else if (r->v->imported && strcmp(stage, "correctness")) {
+				r->v->draws_passed = r->v->draws_total;
+				r->v->correct = 1;
+			}
+		}
+		if (gpu) {
+			free(r->v->gpu);
+			r->v->gpu = xstrdup(gpu);
 		}
 		json_array_append(r->v->stages, msg);
 	} else if (!strcmp(type, "result") && !r->result) {
@@ -275,6 +292,7 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 	c.env = env.list;
 	c.new_group = 1;
 	struct reader r = {BUF_INIT(PROTOCOL_LINE_MAX), v, NULL, 0};
+	v->draws_total = o->draws;
 	struct buf tail = BUF_INIT(OUTPUT_TAIL_MAX);
 
 	double t0 = now_ms();

@@ -5,6 +5,7 @@ import os
 import random
 import sys
 import time
+import traceback
 
 import torch
 
@@ -31,8 +32,12 @@ def fresh_seed():
 
 
 def describe_exception(exc):
-    text = f"{type(exc).__name__}: {exc}".strip()
-    return text if len(text) <= 2000 else text[:2000] + " ..."
+    """One line for the verdict's reason; the whole traceback goes to stderr,
+    which the judge keeps as the output tail."""
+    traceback.print_exception(exc, file=sys.stderr)
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".strip()
+    return text if len(text) <= 500 else text[:500] + " ..."
 
 
 def is_cuda_error(exc):
@@ -158,7 +163,9 @@ class Evaluation:
         except Exception as exc:
             raise Outcome("infra_error", f"cannot load problem: {describe_exception(exc)}") from exc
 
-        self.enter("import")
+        # The GPU's name rides on this event so that a verdict from a grader
+        # that dies later still says where it ran.
+        self.enter("import", gpu=self.result["gpu"])
         kernel = self.req["kernel"]
         sys.path.insert(0, os.path.dirname(os.path.abspath(kernel)))
         try:

@@ -65,6 +65,10 @@ expect 'a kernel that raises fails with the exception and stage' '
 	[ "$(field status <out.json)" = failed ]
 	[ "$(field imported <out.json)" = true ]
 	field reason <out.json | grep -q "correctness raised ValueError: planted failure"
+	# The traceback is in the output tail, not in the one-line reason.
+	"$MKB" eval 28 --dsl cutedsl $FAST "$K/28_raises.py" >fb.txt || true
+	! grep -q "Traceback" fb.txt
+	python3 -c "import sqlite3; t = sqlite3.connect(\"$MKB_STORE\").execute(\"select output_tail from evaluations where kernel_path like \x27%28_raises.py\x27\").fetchone()[0]; assert \"Traceback\" in t and \"planted failure\" in t, t"
 '
 
 expect 'a kernel without solve() fails at import' '
@@ -80,6 +84,12 @@ expect 'a SIGSEGV is classified as crashed with the signal and stage' '
 	[ "$(field stage <out.json)" = correctness ]
 	field reason <out.json | grep -q SIGSEGV
 	[ "$(cat rc)" = 1 ]
+	# What the stage events prove survives the crash: it imported, ran on
+	# the CPU, and died in the first draw.
+	[ "$(field imported <out.json)" = true ]
+	[ "$(field draws_passed <out.json)" = 0 ]
+	[ "$(field draws_total <out.json)" = 5 ]
+	field gpu <out.json | grep -q "^cpu"
 '
 
 expect 'a hang is killed at --timeout, classified hung, within timeout + 5 s' '
