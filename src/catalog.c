@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expr.h"
 #include "util.h"
 
 const char *const catalog_families[] = {
@@ -93,6 +94,25 @@ static int load_problem(const char *dir, const char *family_dir, const char *ent
 		if (!json_is_object(json_object_get(wl, required_workloads[i]))) {
 			error("'%s': workload '%s' is missing", path, required_workloads[i]);
 			goto out;
+		}
+	}
+	/* The speed-of-light formulas must give a positive number everywhere. */
+	static const char *const formulas[] = {"flops", "bytes"};
+	for (size_t f = 0; f < ARRAY_SIZE(formulas); f++) {
+		const char *text = get_string(meta, formulas[f]);
+		if (!text) {
+			error("'%s': \"%s\" formula is missing", path, formulas[f]);
+			goto out;
+		}
+		for (size_t i = 0; i < ARRAY_SIZE(required_workloads); i++) {
+			char msg[200];
+			double value;
+			if (expr_eval(text, json_object_get(wl, required_workloads[i]), &value, msg, sizeof(msg)) < 0 ||
+			    value <= 0) {
+				error("'%s': \"%s\" on workload '%s': %s", path, formulas[f], required_workloads[i],
+				      *msg ? msg : "not positive");
+				goto out;
+			}
 		}
 	}
 	char *ref = xstrfmt("%s/reference.py", dir);

@@ -8,7 +8,8 @@
 
 static const char good[] =
 	"{\"number\": 7, \"name\": \"toy\", \"family\": \"moe\", \"description\": \"a toy\","
-	" \"workloads\": {\"visible\": {\"n\": 1}, \"heldout\": {\"n\": 2}, \"smoke\": {\"n\": 3}}}";
+	" \"workloads\": {\"visible\": {\"n\": 1}, \"heldout\": {\"n\": 2}, \"smoke\": {\"n\": 3}},"
+	" \"flops\": \"2 * n\", \"bytes\": \"n * 4\"}";
 
 static void add_problem(const char *root, const char *rel, const char *json)
 {
@@ -30,7 +31,7 @@ static void test_loads_and_sorts(void)
 	add_problem(root, "moe/07_toy", good);
 	add_problem(root, "attention/03_att",
 		    "{\"number\": 3, \"name\": \"att\", \"family\": \"attention\", \"description\": \"d\","
-		    " \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}}");
+		    " \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}, \"flops\": \"1\", \"bytes\": \"1\"}");
 	struct catalog cat = CATALOG_INIT;
 	CHECK(load(root, &cat) == 0);
 	CHECK(cat.n == 2);
@@ -71,22 +72,30 @@ static void test_refuses_malformed(void)
 {
 	/* duplicate number */
 	expect_refused("moe/07_other", "{\"number\": 7, \"name\": \"other\", \"family\": \"moe\","
-		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}}", 1);
+		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}, \"flops\": \"1\", \"bytes\": \"1\"}", 1);
 	/* folder name does not match */
 	expect_refused("moe/09_wrong", good, 1);
 	/* family not its folder */
 	expect_refused("attention/07_toy", good, 1);
 	/* unknown family */
 	expect_refused("cooking/08_x", "{\"number\": 8, \"name\": \"x\", \"family\": \"cooking\","
-		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}}", 1);
+		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}, \"flops\": \"1\", \"bytes\": \"1\"}", 1);
 	/* missing held-out workload */
 	expect_refused("moe/08_x", "{\"number\": 8, \"name\": \"x\", \"family\": \"moe\","
 		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"smoke\": {}}}", 1);
+	/* a formula naming an unknown parameter */
+	expect_refused("moe/08_x", "{\"number\": 8, \"name\": \"x\", \"family\": \"moe\","
+		       " \"description\": \"d\", \"workloads\": {\"visible\": {\"n\": 1}, \"heldout\": {\"n\": 1},"
+		       " \"smoke\": {\"n\": 1}}, \"flops\": \"n * m\", \"bytes\": \"n\"}", 1);
+	/* a formula that is not positive on one workload */
+	expect_refused("moe/08_x", "{\"number\": 8, \"name\": \"x\", \"family\": \"moe\","
+		       " \"description\": \"d\", \"workloads\": {\"visible\": {\"n\": 1}, \"heldout\": {\"n\": 1},"
+		       " \"smoke\": {\"n\": 0}}, \"flops\": \"n\", \"bytes\": \"1\"}", 1);
 	/* not JSON */
 	expect_refused("moe/08_x", "{\"number\": 8,", 1);
 	/* no reference.py */
 	expect_refused("moe/08_x", "{\"number\": 8, \"name\": \"x\", \"family\": \"moe\","
-		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}}", 0);
+		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}, \"flops\": \"1\", \"bytes\": \"1\"}", 0);
 }
 
 static void test_project_catalog(void)

@@ -130,3 +130,48 @@ const struct unit_test util_tests[] = {
 	{"numbers are parsed strictly", test_parse_numbers},
 };
 const size_t util_ntests = sizeof(util_tests) / sizeof(util_tests[0]);
+
+/* expr: the FLOP and byte formulas of problem.json. */
+#include "expr.h"
+
+static double eval_ok(const char *text, json_t *vars)
+{
+	char err[128];
+	double v = -12345;
+	int rc = expr_eval(text, vars, &v, err, sizeof(err));
+	if (rc != 0)
+		fprintf(stderr, "  expr '%s': %s\n", text, err);
+	CHECK(rc == 0);
+	return v;
+}
+
+static void test_expr(void)
+{
+	json_t *vars = json_pack("{s:i, s:i, s:f}", "tokens", 14509, "hidden", 4096, "half", 0.5);
+	CHECK(eval_ok("tokens * hidden * 5", vars) == 14509.0 * 4096 * 5);
+	CHECK(eval_ok("2 + 3 * 4", vars) == 14);
+	CHECK(eval_ok("(2 + 3) * 4", vars) == 20);
+	CHECK(eval_ok("2 ** 3 ** 2", vars) == 512); /* right-associative */
+	CHECK(eval_ok("hidden ** half", vars) == 64);
+	CHECK(eval_ok("10 / 4 - -1", vars) == 3.5);
+	CHECK(eval_ok(" 1.5e3 ", vars) == 1500);
+	char err[128];
+	double v;
+	CHECK(expr_eval("tokens * width", vars, &v, err, sizeof(err)) == -1 && strstr(err, "width"));
+	CHECK(expr_eval("1 / (hidden - 4096)", vars, &v, err, sizeof(err)) == -1);
+	CHECK(expr_eval("(1 + 2", vars, &v, err, sizeof(err)) == -1);
+	CHECK(expr_eval("1 +", vars, &v, err, sizeof(err)) == -1);
+	CHECK(expr_eval("1 2", vars, &v, err, sizeof(err)) == -1);
+	CHECK(expr_eval("", vars, &v, err, sizeof(err)) == -1);
+	CHECK(expr_eval("10 ** 400", vars, &v, err, sizeof(err)) == -1); /* not finite */
+	char deep[400];
+	memset(deep, '(', sizeof(deep) - 1);
+	deep[sizeof(deep) - 1] = '\0';
+	CHECK(expr_eval(deep, vars, &v, err, sizeof(err)) == -1); /* bounded recursion */
+	json_decref(vars);
+}
+
+const struct unit_test expr_tests[] = {
+	{"expr evaluates formulas and refuses bad ones", test_expr},
+};
+const size_t expr_ntests = sizeof(expr_tests) / sizeof(expr_tests[0]);
