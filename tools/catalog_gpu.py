@@ -1,0 +1,246 @@
+"""The catalog on a GPU: every problem's eager and torch.compile times, its
+speed-of-light floor and its output statistics (developer tool, issue 3).
+
+    python tools/catalog_gpu.py --out DIR [--problems 1,2,...] [--workloads visible,heldout]
+                                [--compile] [--timed 20] [--timeout 120]
+
+The ceilings (HBM copy bandwidth, bf16 and fp32 matmul throughput) are
+measured first, in the same run. Each (problem, workload) then runs in its own
+process with a timeout: inputs from a fixed seed, eager median of --timed calls
+after 5 warm-ups (fresh inputs each call, as the judge times), torch.compile
+median likewise (compile time reported apart), output min/max/std/zero share,
+and the correctness allowance of each output against the float64 anchor.
+Writes DIR/catalog.jsonl and DIR/catalog.md (flags: eager < 50 us or > 10 s,
+degenerate outputs) and prints the table.
+"""
+import argparse
+import ast
+import glob
+import json
+import operator
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "grader"))
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.Div: operator.truediv, ast.Pow: operator.pow, ast.USub: operator.neg}
+
+
+def formula(text, params):
+    """Evaluate a problem.json formula (numbers, names, + - * / **, parentheses)."""
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return node.value
+        if isinstance(node, ast.Name):
+            return params[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.operand))
+        raise ValueError(f"unsupported formula element in {text!r}")
+    return float(ev(ast.parse(text, mode="eval")))
+
+
+def median_ms(fn, make, warmup, timed):
+    import torch
+    for _ in range(warmup):
+        fn(*make())
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(timed):
+        args = make()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*args)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def leaves(x):
+    import torch
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            yield from leaves(v)
+
+
+def worker(problem_dir, workload, timed, do_compile):
+    import torch
+    from mkb_grader import correctness, numerics
+    from mkb_grader.problem import Problem
+    p = Problem(problem_dir, workload)
+    row = {"problem": p.meta["number"], "name": p.meta["name"], "family": p.meta["family"],
+           "workload": workload, "params": p.params}
+    row["flops"] = formula(p.meta["flops"], p.params)
+    row["bytes"] = formula(p.meta["bytes"], p.params)
+    seeds = iter(range(1, 10 ** 6))
+
+    def make():
+        return p.make_inputs(next(seeds), "cuda")[1]
+
+    with numerics.strict():
+        _, inputs = p.make_inputs(12345, "cuda")
+        t0 = time.monotonic()
+        expected = p.reference(*correctness.clone_inputs(inputs))
+        torch.cuda.synchronize()
+        row["first_call_s"] = round(time.monotonic() - t0, 3)
+        anchor = p.reference(*correctness.to_anchor(inputs))
+        outs = []
+        for k, (e, a) in enumerate(zip(leaves(expected), leaves(anchor))):
+            v = e.detach().to(torch.float64)
+            o = {"output": k, "dtype": str(e.dtype).replace("torch.", ""), "shape": list(e.shape)}
+            if e.numel():
+                o.update(min=v.min().item(), max=v.max().item(),
+                         std=v.std().item() if e.numel() > 1 else 0.0,
+                         zeros=(v == 0).double().mean().item())
+                if e.is_floating_point():
+                    o["allowance"] = correctness.allowance(e, a)
+            outs.append(o)
+        row["outputs"] = outs
+        del expected, anchor, inputs
+        row["eager_ms"] = median_ms(p.reference, make, 5, timed)
+        torch.cuda.synchronize()
+        row["peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
+    if do_compile:
+        torch._dynamo.config.cache_size_limit = 64
+        compiled = torch.compile(p.reference)
+        t0 = time.monotonic()
+        with numerics.strict():
+            compiled(*make())
+            torch.cuda.synchronize()
+            row["compile_s"] = round(time.monotonic() - t0, 2)
+            row["compiled_ms"] = median_ms(compiled, make, 3, timed)
+    print(json.dumps(row), flush=True)
+
+
+def ceilings():
+    import torch
+    n = 1 << 30  # 2 GiB of bf16
+    a = torch.empty(n, dtype=torch.bfloat16, device="cuda")
+    b = torch.empty_like(a)
+    ms = median_ms(lambda: b.copy_(a), lambda: (), 3, 20)
+    bw = 2 * a.numel() * a.element_size() / (ms * 1e-3)
+    del a, b
+    out = {"hbm_bytes_per_s": bw}
+    for dt, name in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
+        m = 8192
+        x = torch.randn(m, m, device="cuda", dtype=dt)
+        y = torch.randn(m, m, device="cuda", dtype=dt)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        ms = median_ms(lambda: x @ y, lambda: (), 3, 10)
+        out[f"{name}_flops_per_s"] = 2 * m ** 3 / (ms * 1e-3)
+    return out
+
+
+def sol_ms(row, ceil, dtypes):
+    fp32_only = all(d in ("float32", "fp32") for d in dtypes)
+    peak = ceil["fp32_flops_per_s"] if fp32_only else ceil["bf16_flops_per_s"]
+    return 1e3 * max(row["flops"] / peak, row["bytes"] / ceil["hbm_bytes_per_s"])
+
+
+def flags(row):
+    f = []
+    if "error" in row:
+        return ["ERROR"]
+    if row["eager_ms"] < 0.05:
+        f.append("eager < 50 us")
+    if row["eager_ms"] > 10_000:
+        f.append("eager > 10 s")
+    for o in row["outputs"]:
+        if "std" in o and (o["std"] == 0 or o["zeros"] > 0.9):
+            f.append(f"output {o['output']} degenerate")
+    return f
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--problems", default="")
+    ap.add_argument("--workloads", default="visible,heldout")
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--timed", type=int, default=20)
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--worker", nargs=2)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker[0], args.worker[1], args.timed, args.compile)
+        return 0
+    import torch
+    os.makedirs(args.out, exist_ok=True)
+    ceil = ceilings()
+    torch.cuda.empty_cache()
+    print("ceilings:", json.dumps({k: f"{v:.4g}" for k, v in ceil.items()}), flush=True)
+    wanted = {int(x) for x in args.problems.split(",") if x}
+    dirs = sorted(glob.glob(os.path.join(ROOT, "problems", "*", "[0-9][0-9]_*")),
+                  key=lambda d: os.path.basename(d))
+    rows = []
+    jsonl = open(os.path.join(args.out, "catalog.jsonl"), "a")
+    for d in dirs:
+        meta = json.load(open(os.path.join(d, "problem.json")))
+        if wanted and meta["number"] not in wanted:
+            continue
+        for wl in args.workloads.split(","):
+            cmd = [sys.executable, __file__, "--worker", d, wl, "--out", args.out, "--timed", str(args.timed)]
+            if args.compile and wl == "visible":
+                cmd.append("--compile")
+            t0 = time.monotonic()
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+                line = [l for l in r.stdout.splitlines() if l.startswith("{")]
+                row = json.loads(line[-1]) if line else {"error": (r.stderr or "no output")[-400:]}
+            except subprocess.TimeoutExpired:
+                row = {"error": f"timed out after {args.timeout:.0f} s"}
+            row.update(problem=meta["number"], name=meta["name"], family=meta["family"], workload=wl,
+                       wall_s=round(time.monotonic() - t0, 1))
+            if "error" not in row:
+                row["sol_ms"] = sol_ms(row, ceil, meta.get("dtypes", []))
+            row["flags"] = flags(row)
+            rows.append(row)
+            jsonl.write(json.dumps(row) + "\n")
+            jsonl.flush()
+            print(f"{meta['number']:02d} {wl}: {row.get('eager_ms', '-')} ms {row['flags']} "
+                  f"{row.get('error', '')[-200:]}", flush=True)
+    write_table(rows, ceil, os.path.join(args.out, "catalog.md"))
+    print(open(os.path.join(args.out, "catalog.md")).read())
+    return 0
+
+
+def fmt(x, spec=".3f"):
+    return "-" if x is None else format(x, spec)
+
+
+def write_table(rows, ceil, path):
+    with open(path, "w") as f:
+        f.write(f"Ceilings measured in this run: HBM copy {ceil['hbm_bytes_per_s'] / 1e12:.2f} TB/s, "
+                f"bf16 matmul {ceil['bf16_flops_per_s'] / 1e12:.0f} TFLOP/s, "
+                f"fp32 matmul {ceil['fp32_flops_per_s'] / 1e12:.1f} TFLOP/s\n\n")
+        f.write("| # | name | workload | eager ms | compiled ms | compile s | SOL ms | eager/SOL | "
+                "outputs: dtype [shape] min..max std zeros allowance | flags |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            if "error" in r:
+                f.write(f"| {r['problem']:02d} | {r['name']} | {r['workload']} | - | - | - | - | - | "
+                        f"{r['error'][-150:].replace('|', '/').replace(chr(10), ' ')} | ERROR |\n")
+                continue
+            outs = "; ".join(
+                f"{o['dtype']} {o['shape']} {fmt(o.get('min'), '.3g')}..{fmt(o.get('max'), '.3g')} "
+                f"{fmt(o.get('std'), '.3g')} {fmt(o.get('zeros'), '.2f')} {fmt(o.get('allowance'), '.2g')}"
+                for o in r["outputs"])
+            f.write(f"| {r['problem']:02d} | {r['name']} | {r['workload']} | {fmt(r['eager_ms'])} | "
+                    f"{fmt(r.get('compiled_ms'))} | {fmt(r.get('compile_s'), '.1f')} | {fmt(r['sol_ms'], '.4f')} | "
+                    f"{r['eager_ms'] / r['sol_ms']:.1f} | {outs} | {', '.join(r['flags'])} |\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
