@@ -84,22 +84,20 @@ static char **build_env(const struct child *c)
 
 int child_start(struct child *c)
 {
-	int in[2], out[2], err[2], report[2];
-	if (pipe2(in, O_CLOEXEC) < 0)
-		return error("pipe: %s", strerror(errno));
-	if (pipe2(out, O_CLOEXEC) < 0) {
-		close(in[0]);
-		close(in[1]);
-		return error("pipe: %s", strerror(errno));
+	/* stdin, stdout, stderr, and a pipe that reports a failed exec */
+	int fds[4][2];
+	int made = 0;
+	for (; made < 4; made++) {
+		if (pipe2(fds[made], O_CLOEXEC) < 0) {
+			int e = errno;
+			for (int i = 0; i < made; i++) {
+				close(fds[i][0]);
+				close(fds[i][1]);
+			}
+			return error("pipe: %s", strerror(e));
+		}
 	}
-	if (pipe2(err, O_CLOEXEC) < 0 || pipe2(report, O_CLOEXEC) < 0) {
-		int e = errno;
-		for (int *p = in; p < in + 2; p++)
-			close(*p);
-		close(out[0]);
-		close(out[1]);
-		return error("pipe: %s", strerror(e));
-	}
+	int *in = fds[0], *out = fds[1], *err = fds[2], *report = fds[3];
 	char **envp = build_env(c);
 	pid_t parent = getpid();
 	pid_t pid = fork();
@@ -107,9 +105,10 @@ int child_start(struct child *c)
 		free(envp);
 	if (pid < 0) {
 		int e = errno;
-		int fds[] = {in[0], in[1], out[0], out[1], err[0], err[1], report[0], report[1]};
-		for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
-			close(fds[i]);
+		for (int i = 0; i < 4; i++) {
+			close(fds[i][0]);
+			close(fds[i][1]);
+		}
 		return error("fork: %s", strerror(e));
 	}
 	if (pid == 0)
