@@ -66,19 +66,11 @@ def median_ms(fn, make, warmup, timed):
     return statistics.median(times)
 
 
-def leaves(x):
-    import torch
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (tuple, list)):
-        for v in x:
-            yield from leaves(v)
-
-
 def worker(problem_dir, workload, timed, do_compile):
     import torch
     from mkb_grader import correctness, numerics
     from mkb_grader.problem import Problem
+    from mkb_grader.selfcheck import leaves
     p = Problem(problem_dir, workload)
     row = {"problem": p.meta["number"], "name": p.meta["name"], "family": p.meta["family"],
            "workload": workload, "params": p.params}

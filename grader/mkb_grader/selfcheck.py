@@ -93,12 +93,13 @@ def _evaluate(problem_dir, workload, device, mode, tmp):
     return Evaluation(req, _Quiet()).run()
 
 
-def _leaves(x):
+def leaves(x):
+    """The tensors of a nested output, in order."""
     if isinstance(x, torch.Tensor):
         yield x
     elif isinstance(x, (tuple, list)):
         for v in x:
-            yield from _leaves(v)
+            yield from leaves(v)
 
 
 def output_stats(problem_dir, workload, device, seed=1):
@@ -114,7 +115,7 @@ def output_stats(problem_dir, workload, device, seed=1):
         # dtype differences are expected (float64 anchor); anything else is not
         if "dtype" not in str(exc):
             issues.append(str(exc))
-    for k, t in enumerate(_leaves(out)):
+    for k, t in enumerate(leaves(out)):
         if t.numel() == 0:
             continue
         v = t.to(torch.float64)

@@ -4,16 +4,9 @@ Runs the real solution solutions/28_fused_add_rmsnorm/cutedsl/kernel.py and
 returns its output scaled by 1.05 (cast back to bf16): right shape, dtype and
 device, every value about 5% off. Expected verdict: failed, output mismatch.
 """
-import importlib.util
-import os
-
 import torch
 
-_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                     "..", "..", "solutions", "28_fused_add_rmsnorm", "cutedsl", "kernel.py")
-_spec = importlib.util.spec_from_file_location("mkb_cutedsl_28_solution", _PATH)
-_solution = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_solution)
+from cutedsl28 import solution as _solution
 
 
 def solve(hidden_states, residual, weight):
