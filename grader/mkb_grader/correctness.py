@@ -18,9 +18,13 @@ class Mismatch(Exception):
 
 
 def to_anchor(value):
-    """float64 copy of a fp32/fp16/bf16 tensor; anything else unchanged."""
-    if isinstance(value, torch.Tensor) and value.dtype in ANCHOR_DTYPES:
-        return value.detach().to(torch.float64)
+    """float64 copy of a fp32/fp16/bf16 tensor; other tensors copied as they
+    are (an in-place reference must not write into the candidate's inputs);
+    scalars unchanged."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype in ANCHOR_DTYPES:
+            return value.detach().to(torch.float64)
+        return value.detach().clone()
     if isinstance(value, (tuple, list)):
         return type(value)(to_anchor(v) for v in value)
     return value

@@ -131,6 +131,14 @@ class AnchorTest(unittest.TestCase):
         self.assertEqual(a[4], 3.5)
         self.assertEqual(a[5].dtype, torch.float8_e4m3fn)
 
+    def test_to_anchor_copies_every_tensor(self):
+        # An in-place reference run on the anchor inputs must not write into
+        # the originals, integer and fp8 tensors included.
+        x = (torch.zeros(3, dtype=torch.uint8), torch.zeros(3, dtype=torch.int64),
+             torch.zeros(3, dtype=torch.float8_e4m3fn), torch.zeros(3))
+        for orig, anc in zip(x, C.to_anchor(x)):
+            self.assertNotEqual(orig.data_ptr(), anc.data_ptr())
+
 
 if __name__ == "__main__":
     unittest.main()

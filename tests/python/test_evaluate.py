@@ -98,6 +98,34 @@ class ProcedureTest(unittest.TestCase):
         result, _ = run(src, timed=0)
         self.assertEqual(result["status"], "failed")
 
+    def test_in_place_integer_problem_needs_the_write(self):
+        # The reference writes into a uint8 cache in place. Neither its own
+        # run nor the float64 anchor's may do the candidate's work for it:
+        # a candidate that returns the cache untouched must fail.
+        with tempfile.TemporaryDirectory() as pd:
+            with open(os.path.join(pd, "problem.json"), "w") as f:
+                f.write('{"number": 99, "workloads": {"smoke": {"n": 64}}}')
+            with open(os.path.join(pd, "reference.py"), "w") as f:
+                f.write(textwrap.dedent("""
+                    import torch
+                    def reference(cache, src, slots):
+                        cache[slots] = src
+                        return cache
+                    def make_inputs(n, *, seed, device="cpu"):
+                        g = torch.Generator(device=device).manual_seed(seed)
+                        cache = torch.randint(0, 256, (n, 8), generator=g, device=device, dtype=torch.uint8)
+                        src = torch.randint(0, 256, (n // 2, 8), generator=g, device=device, dtype=torch.uint8)
+                        slots = torch.randperm(n, generator=g, device=device)[: n // 2]
+                        return cache, src, slots
+                """))
+            with tempfile.TemporaryDirectory() as kd:
+                k = os.path.join(kd, "kernel.py")
+                with open(k, "w") as f:
+                    f.write("def solve(cache, src, slots):\n    return cache\n")
+                req = {"problem_dir": pd, "kernel": k, "device": "cpu", "workload": "smoke", "timed": 0}
+                result = Evaluation(req, Channel()).run()
+        self.assertEqual(result["status"], "failed", result["reason"])
+
     def test_recheck_catches_a_kernel_that_goes_wrong_later(self):
         src = """
         import torch
