@@ -2,7 +2,7 @@
 speed-of-light floor and its output statistics (developer tool, issue 3).
 
     python tools/catalog_gpu.py --out DIR [--problems 1,2,...] [--workloads visible,heldout]
-                                [--compile] [--timed 20] [--timeout 120]
+                                [--compile] [--timed 20] [--timeout 120] [--inproc]
 
 The ceilings (HBM copy bandwidth, bf16 and fp32 matmul throughput) are
 measured first, in the same run. Each (problem, workload) then runs in its own
@@ -48,25 +48,18 @@ def formula(text, params):
     return float(ev(ast.parse(text, mode="eval")))
 
 
-def median_ms(fn, make, warmup, timed):
-    import torch
+def median_ms(fn, make, warmup, timed, device="cuda"):
+    """The judge's procedure: fresh inputs per call, synchronised, median."""
+    from mkb_grader.timing import Clock
+    clock = Clock(device)
     for _ in range(warmup):
         fn(*make())
-        torch.cuda.synchronize()
-    times = []
-    for _ in range(timed):
-        args = make()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(*args)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        clock.sync()
+    return statistics.median(clock.time_call(fn, make())[1] for _ in range(timed))
 
 
-def worker(problem_dir, workload, timed, do_compile):
+def measure(problem_dir, workload, timed, do_compile, device="cuda"):
+    """The row of one (problem, workload), as worker() prints it."""
     import torch
     from mkb_grader import correctness, numerics
     from mkb_grader.problem import Problem
@@ -79,13 +72,14 @@ def worker(problem_dir, workload, timed, do_compile):
     seeds = iter(range(1, 10 ** 6))
 
     def make():
-        return p.make_inputs(next(seeds), "cuda")[1]
+        return p.make_inputs(next(seeds), device)[1]
 
     with numerics.strict():
-        _, inputs = p.make_inputs(12345, "cuda")
+        _, inputs = p.make_inputs(12345, device)
         t0 = time.monotonic()
         expected = p.reference(*correctness.clone_inputs(inputs))
-        torch.cuda.synchronize()
+        if device == "cuda":
+            torch.cuda.synchronize()
         row["first_call_s"] = round(time.monotonic() - t0, 3)
         anchor = p.reference(*correctness.to_anchor(inputs))
         outs = []
@@ -101,19 +95,50 @@ def worker(problem_dir, workload, timed, do_compile):
             outs.append(o)
         row["outputs"] = outs
         del expected, anchor, inputs
-        row["eager_ms"] = median_ms(p.reference, make, 5, timed)
-        torch.cuda.synchronize()
-        row["peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
+        row["eager_ms"] = median_ms(p.reference, make, 5, timed, device)
+        if device == "cuda":
+            row["peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
     if do_compile:
         torch._dynamo.config.cache_size_limit = 64
         compiled = torch.compile(p.reference)
         t0 = time.monotonic()
         with numerics.strict():
             compiled(*make())
-            torch.cuda.synchronize()
+            if device == "cuda":
+                torch.cuda.synchronize()
             row["compile_s"] = round(time.monotonic() - t0, 2)
-            row["compiled_ms"] = median_ms(compiled, make, 3, timed)
-    print(json.dumps(row), flush=True)
+            row["compiled_ms"] = median_ms(compiled, make, 3, timed, device)
+    return row
+
+
+def worker(problem_dir, workload, timed, do_compile, device):
+    print(json.dumps(measure(problem_dir, workload, timed, do_compile, device)), flush=True)
+
+
+def run_one(d, wl, args):
+    """One row: in this process (--inproc, faster: no torch start-up per
+    problem), or in a child process with a timeout (isolates crashes/hangs)."""
+    do_compile = args.compile and wl == "visible"
+    if args.inproc:
+        import torch
+        try:
+            row = measure(d, wl, args.timed, do_compile, args.device)
+        except Exception as exc:  # a broken reference must not end the run
+            row = {"error": f"{type(exc).__name__}: {exc}"[-400:]}
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        return row
+    cmd = [sys.executable, __file__, "--worker", d, wl, "--out", args.out, "--timed", str(args.timed),
+           "--device", args.device]
+    if do_compile:
+        cmd.append("--compile")
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        line = [l for l in r.stdout.splitlines() if l.startswith("{")]
+        return json.loads(line[-1]) if line else {"error": (r.stderr or "no output")[-400:]}
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {args.timeout:.0f} s"}
 
 
 def ceilings():
@@ -163,15 +188,21 @@ def main():
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--timed", type=int, default=20)
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--inproc", action="store_true", help="no child process per problem")
+    ap.add_argument("--device", default="cuda", help="cpu: a dry run of this script on the smoke workload")
     ap.add_argument("--worker", nargs=2)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker[0], args.worker[1], args.timed, args.compile)
+        worker(args.worker[0], args.worker[1], args.timed, args.compile, args.device)
         return 0
     import torch
     os.makedirs(args.out, exist_ok=True)
-    ceil = ceilings()
-    torch.cuda.empty_cache()
+    if args.device == "cuda":
+        ceil = ceilings()
+        torch.cuda.empty_cache()
+    else:  # a dry run of the script itself: no meaningful speed of light
+        ceil = {"hbm_bytes_per_s": float("inf"), "bf16_flops_per_s": float("inf"),
+                "fp32_flops_per_s": float("inf")}
     print("ceilings:", json.dumps({k: f"{v:.4g}" for k, v in ceil.items()}), flush=True)
     wanted = {int(x) for x in args.problems.split(",") if x}
     dirs = sorted(glob.glob(os.path.join(ROOT, "problems", "*", "[0-9][0-9]_*")),
@@ -183,16 +214,8 @@ def main():
         if wanted and meta["number"] not in wanted:
             continue
         for wl in args.workloads.split(","):
-            cmd = [sys.executable, __file__, "--worker", d, wl, "--out", args.out, "--timed", str(args.timed)]
-            if args.compile and wl == "visible":
-                cmd.append("--compile")
             t0 = time.monotonic()
-            try:
-                r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-                line = [l for l in r.stdout.splitlines() if l.startswith("{")]
-                row = json.loads(line[-1]) if line else {"error": (r.stderr or "no output")[-400:]}
-            except subprocess.TimeoutExpired:
-                row = {"error": f"timed out after {args.timeout:.0f} s"}
+            row = run_one(d, wl, args)
             row.update(problem=meta["number"], name=meta["name"], family=meta["family"], workload=wl,
                        wall_s=round(time.monotonic() - t0, 1))
             if "error" not in row:
@@ -231,7 +254,8 @@ def write_table(rows, ceil, path):
                 for o in r["outputs"])
             f.write(f"| {r['problem']:02d} | {r['name']} | {r['workload']} | {fmt(r['eager_ms'])} | "
                     f"{fmt(r.get('compiled_ms'))} | {fmt(r.get('compile_s'), '.1f')} | {fmt(r['sol_ms'], '.4f')} | "
-                    f"{r['eager_ms'] / r['sol_ms']:.1f} | {outs} | {', '.join(r['flags'])} |\n")
+                    f"{r['eager_ms'] / r['sol_ms'] if r['sol_ms'] else float('inf'):.1f} | {outs} | "
+                    f"{', '.join(r['flags'])} |\n")
 
 
 if __name__ == "__main__":
