@@ -1,0 +1,35 @@
+"""Problem 30: ConvNeXt-V2 pointwise MLP with Global Response Normalisation,
+fp32 (SOL-ExecBench).
+
+Channels-last feature map [batch, H, W, C]: Linear(C -> 4C), exact GELU, GRN
+over the spatial dimensions, Linear(4C -> C). GRN:
+    Gx = ||x||_2 over (H, W) per (sample, channel)
+    Nx = Gx / (mean of Gx over channels + eps)
+    y  = gamma * (x * Nx) + beta + x
+"""
+import torch
+import torch.nn.functional as F
+
+EPS = 1e-6  # ConvNeXt-V2's GRN epsilon
+
+
+def reference(x, w1, b1, gamma, beta, w2, b2):
+    h = F.gelu(x @ w1.T + b1)
+    gx = h.pow(2).sum(dim=(1, 2), keepdim=True).sqrt()
+    nx = gx / (gx.mean(dim=-1, keepdim=True) + EPS)
+    h = gamma * (h * nx) + beta + h
+    return h @ w2.T + b2
+
+
+def make_inputs(batch, height, width, dim, hidden, *, seed, device="cuda"):
+    g = torch.Generator(device=device).manual_seed(seed)
+    def draw(*shape, scale=1.0):
+        return scale * torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
+    x = draw(batch, height, width, dim)
+    w1 = draw(hidden, dim, scale=dim ** -0.5)
+    b1 = draw(hidden, scale=0.1)
+    gamma = draw(hidden, scale=0.5)
+    beta = draw(hidden, scale=0.1)
+    w2 = draw(dim, hidden, scale=hidden ** -0.5)
+    b2 = draw(dim, scale=0.1)
+    return x, w1, b1, gamma, beta, w2, b2
