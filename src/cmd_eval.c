@@ -10,11 +10,9 @@
 #include "cmd.h"
 #include "dsl.h"
 #include "feedback.h"
-#include "fingerprint.h"
-#include "judge.h"
+#include "grade.h"
 #include "paths.h"
 #include "proc.h"
-#include "sha256.h"
 #include "store.h"
 #include "util.h"
 
@@ -133,65 +131,6 @@ static int have_gpu(int index)
 	return access(dev, F_OK) == 0;
 }
 
-static json_t *options_json(const struct judge_opts *o)
-{
-	json_t *j = json_object();
-	json_object_set_new(j, "timeout_s", json_real(o->timeout_s));
-	json_object_set_new(j, "draws", json_integer(o->draws));
-	json_object_set_new(j, "warmup", json_integer(o->warmup));
-	json_object_set_new(j, "timed", json_integer(o->timed));
-	json_object_set_new(j, "rechecks", json_integer(o->rechecks));
-	json_object_set_new(j, "max_kernel_bytes", json_integer(o->max_kernel_bytes));
-	json_object_set_new(j, "gpu_index", json_integer(o->gpu));
-	json_object_set_new(j, "fixed_seed", o->seed ? json_string(o->seed) : json_null());
-	return j;
-}
-
-/* Open the store and record the evaluation as running. -1 on failure. */
-static int begin_record(const struct eval_args *a, const struct mkb_env *env, const struct problem *p,
-			struct store **st, int64_t *id)
-{
-	char *path = a->store_path ? xstrdup(a->store_path) : paths_store(env->root);
-	int rc = store_open(path, st);
-	free(path);
-	if (rc < 0)
-		return -1;
-	char problem_hash[65], grader_hash[65], kernel_hash[65] = "";
-	static const char *const problem_files[] = {"problem.json", "reference.py"};
-	char *grader_dir = xstrfmt("%s/grader/mkb_grader", env->root);
-	rc = fingerprint_files(p->dir, problem_files, 2, problem_hash);
-	if (rc == 0)
-		rc = fingerprint_dir(grader_dir, ".py", grader_hash);
-	free(grader_dir);
-	char *src = NULL;
-	size_t len = 0;
-	/* The source is kept when it is within the limit: it is what was graded. */
-	if (read_file(a->kernel, (size_t)a->judge.max_kernel_bytes, &src, &len) == 0)
-		sha256_hex(src, len, kernel_hash);
-	if (src)
-		utf8_sanitize(src);
-	json_t *oj = options_json(&a->judge);
-	char *options = json_dumps(oj, JSON_COMPACT);
-	json_decref(oj);
-	if (rc == 0) {
-		struct eval_record rec = {
-			.problem = p->number, .dsl = a->dsl_id, .workload = a->judge.workload,
-			.device = a->judge.device, .kernel_path = a->kernel, .kernel_source = src,
-			.kernel_sha256 = *kernel_hash ? kernel_hash : NULL,
-			.problem_sha256 = problem_hash, .grader_sha256 = grader_hash,
-			.options_json = options,
-		};
-		rc = store_begin_evaluation(*st, &rec, id);
-	}
-	free(options);
-	free(src);
-	if (rc < 0) {
-		store_close(*st);
-		*st = NULL;
-	}
-	return rc;
-}
-
 static int exit_code_for(const struct verdict *v)
 {
 	if (v->status == VERDICT_PASSED)
@@ -239,20 +178,19 @@ int cmd_eval(int argc, char **argv)
 	struct store *st = NULL;
 	int64_t id = 0;
 	rc = EXIT_INFRA;
-	if (!a.no_store && begin_record(&a, &env, p, &st, &id) < 0)
-		goto out;
+	if (!a.no_store) {
+		char *path = a.store_path ? xstrdup(a.store_path) : paths_store(env.root);
+		int opened = store_open(path, &st);
+		free(path);
+		if (opened < 0)
+			goto out;
+	}
 
 	proc_become_subreaper();
 	struct verdict v;
 	verdict_init(&v);
-	if (judge_evaluate(&a.judge, p, a.dsl_id, a.kernel, &v) < 0) {
-		verdict_set(&v, VERDICT_INFRA_ERROR, "the evaluation could not be set up");
-		rc = EXIT_USAGE;
-	} else {
-		rc = exit_code_for(&v);
-	}
-	if (st && store_finish_evaluation(st, id, &v) < 0)
-		rc = EXIT_INFRA;
+	int graded = grade(env.root, &a.judge, p, a.dsl_id, a.kernel, st, &v, &id);
+	rc = graded == -1 ? EXIT_USAGE : graded == -2 ? EXIT_INFRA : exit_code_for(&v);
 	if (a.as_json) {
 		json_t *j = verdict_to_json(&v, p->number, a.dsl_id, a.judge.workload, a.judge.device);
 		if (st)
