@@ -18,6 +18,7 @@ struct cmd_entry {
 int cmd_list(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
 
 /* Shared by the commands: the project root and its catalog. */
 struct mkb_env {
@@ -30,6 +31,8 @@ int mkb_env_load(struct mkb_env *env);
 void mkb_env_release(struct mkb_env *env);
 /* Resolve "28" or "p28" to a problem, printing an error if unknown. */
 const struct problem *mkb_env_problem(const struct mkb_env *env, const char *arg);
+/* Is there an NVIDIA GPU with this index on this machine? */
+int have_gpu(int index);
 /* Print "usage: mkb <usage>" for the named command to stderr; returns EXIT_USAGE. */
 int usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -123,14 +123,6 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 	return 0;
 }
 
-/* Is there an NVIDIA GPU with this index on this machine? */
-static int have_gpu(int index)
-{
-	char dev[64];
-	snprintf(dev, sizeof(dev), "/dev/nvidia%d", index);
-	return access(dev, F_OK) == 0;
-}
-
 static int exit_code_for(const struct verdict *v)
 {
 	if (v->status == VERDICT_PASSED)

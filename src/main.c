@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "paths.h"
@@ -14,13 +15,15 @@ static const struct cmd_entry commands[] = {
 	{"show", "show NN --dsl cutedsl|tirx", "the instruction an agent gets for a variant", cmd_show},
 	{"eval", "eval NN --dsl cutedsl|tirx [--device cuda|cpu] [--workload W] [--timeout S] [--json] KERNEL.py",
 	 "grade one kernel and print its feedback", cmd_eval},
+	{"validate", "validate [--problems N,N] [--dsl D] [--workload W]... [--device cuda|cpu] [--json]",
+	 "run every shipped solution through the judge; one table", cmd_validate},
 };
 
 static void print_help(FILE *f)
 {
 	fputs("usage: mkb <command> [options]\n\nMetaKernelBench: do skills distilled in one kernel DSL help in the other?\n\n", f);
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-		fprintf(f, "  %-6s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
 	fputs("\n'mkb <command> --help' shows a command's options.\n", f);
 }
 
@@ -53,6 +56,13 @@ void mkb_env_release(struct mkb_env *env)
 	catalog_release(&env->catalog);
 	free(env->root);
 	env->root = NULL;
+}
+
+int have_gpu(int index)
+{
+	char dev[64];
+	snprintf(dev, sizeof(dev), "/dev/nvidia%d", index);
+	return access(dev, F_OK) == 0;
 }
 
 const struct problem *mkb_env_problem(const struct mkb_env *env, const char *arg)

@@ -1,0 +1,141 @@
+"""Problem 25, paged KV-cache block copy (vLLM copy_blocks), written in TIRx (Apache TVM 0.27).
+
+    for (src, dst) in block_mapping:  key_cache[dst] = key_cache[src];  value_cache[dst] = value_cache[src]
+
+Both caches are viewed as uint8 [num_blocks, block_bytes] (block_bytes =
+block_size * kv_heads * head_dim; a free reshape of the contiguous caches) and
+are modified in place. One CTA copies one chunk of one mapped block in BOTH
+caches: each thread loads `vpt` 16-byte vectors of the key block and `vpt` of
+the value block (2 * vpt * 16 bytes in flight), then stores them. Vector v of
+a chunk belongs to thread v % threads, so a warp's accesses are contiguous.
+
+Workload [1024, 32, 8, 256] uint8: block_bytes 65536 = 4096 vectors; 256 threads
+x 4 vectors per cache = 4 chunks per block, grid = mappings * 4 CTAs.
+
+The block ids are read from block_mapping (int64) inside the kernel (one
+launch, no host synchronisation), and the block offsets are 64-bit. Supported:
+any block_bytes (vector width = largest of 16, 8, 4, 2, 1 bytes dividing it).
+Compiled once per block_bytes; num_blocks and the mapping count are symbolic.
+"""
+import torch
+import tvm
+from tvm.script import tirx as T
+
+MAX_THREADS = 256  # threads per CTA (tuning knob)
+MAX_VPT = 4  # vectors per thread and per cache (tuning knob: bytes in flight)
+
+_CACHE = {}
+
+
+def plan(block_bytes):
+    """(vector bytes, threads per CTA, vectors per thread, chunks per block)."""
+    vec = 16
+    while block_bytes % vec:
+        vec //= 2
+    nvec = block_bytes // vec
+    threads = min(MAX_THREADS, -(-nvec // 32) * 32)
+    vpt = min(MAX_VPT, -(-nvec // threads))
+    chunks = -(-nvec // (threads * vpt))
+    return vec, threads, vpt, chunks
+
+
+def make_prim_func(block_bytes):
+    """The TIRx kernel for one block size in bytes; num_blocks and mappings are symbolic."""
+    vec, threads, vpt, chunks = plan(block_bytes)
+    nvec = block_bytes // vec
+    exact = threads * vpt * chunks == nvec
+    per_chunk = threads * vpt * vec  # bytes of one chunk
+
+    @T.prim_func
+    def block_copy(k_ptr: T.handle, v_ptr: T.handle, m_ptr: T.handle):
+        nb = T.int32()
+        nm = T.int32()
+        K = T.match_buffer(k_ptr, (nb, block_bytes), "uint8")
+        V = T.match_buffer(v_ptr, (nb, block_bytes), "uint8")
+        M = T.match_buffer(m_ptr, (nm, 2), "int64")
+        T.device_entry()
+        bx = T.cta_id([nm * chunks])
+        tx = T.thread_id([threads])
+        kv = T.alloc_local((vpt * vec,), "uint8")
+        vv = T.alloc_local((vpt * vec,), "uint8")
+        # `T.let` keeps these expressions visible to the vectoriser's alignment proof
+        # (a plain assignment would become a local variable and turn 16-byte
+        # accesses into byte gathers). Block ids are int64: 64-bit offsets.
+        src: T.let = M[bx // chunks, 0]
+        dst: T.let = M[bx // chunks, 1]
+        col: T.let = (bx % chunks) * per_chunk + tx * vec
+        for j in T.unroll(vpt):
+            if exact:  # Python constant: resolved while parsing
+                for e in T.vectorized(vec):
+                    kv[j * vec + e] = K[src, col + j * (threads * vec) + e]
+                for e in T.vectorized(vec):
+                    vv[j * vec + e] = V[src, col + j * (threads * vec) + e]
+            else:
+                if col + j * (threads * vec) < block_bytes:
+                    for e in T.vectorized(vec):
+                        kv[j * vec + e] = K[src, col + j * (threads * vec) + e]
+                    for e in T.vectorized(vec):
+                        vv[j * vec + e] = V[src, col + j * (threads * vec) + e]
+        for j in T.unroll(vpt):
+            if exact:
+                for e in T.vectorized(vec):
+                    K[dst, col + j * (threads * vec) + e] = kv[j * vec + e]
+                for e in T.vectorized(vec):
+                    V[dst, col + j * (threads * vec) + e] = vv[j * vec + e]
+            else:
+                if col + j * (threads * vec) < block_bytes:
+                    for e in T.vectorized(vec):
+                        K[dst, col + j * (threads * vec) + e] = kv[j * vec + e]
+                    for e in T.vectorized(vec):
+                        V[dst, col + j * (threads * vec) + e] = vv[j * vec + e]
+
+    return block_copy
+
+
+def target_for(device=None):
+    """CUDA target of the given (or current) GPU, with the 'a' suffix on sm_90+."""
+    major, minor = torch.cuda.get_device_capability(device)
+    arch = f"sm_{major}{minor}{'a' if major >= 9 else ''}"
+    return tvm.target.Target({"kind": "cuda", "arch": arch})
+
+
+def compile_kernel(block_bytes, target):
+    """tvm.compile with the TIRx pipeline; returns the runtime Executable."""
+    mod = tvm.IRModule({"main": make_prim_func(block_bytes)})
+    with target:  # the CUDA JIT callback reads the arch from the current target
+        return tvm.compile(mod, target=target, tir_pipeline="tirx")
+
+
+def _kernel(block_bytes, device):
+    key = (block_bytes, device.index, MAX_THREADS, MAX_VPT)
+    fn = _CACHE.get(key)
+    if fn is None:
+        fn = _CACHE[key] = compile_kernel(block_bytes, target_for(device))["main"]
+    return fn
+
+
+def solve(key_cache, value_cache, block_mapping):
+    if key_cache.dtype != torch.uint8 or value_cache.dtype != torch.uint8:
+        raise TypeError("uint8 caches only")
+    if key_cache.shape != value_cache.shape:
+        raise ValueError("key and value caches must have the same shape")
+    # In-place copy: the caches are used as they are (a copy would lose the writes).
+    if not (key_cache.is_contiguous() and value_cache.is_contiguous()):
+        raise ValueError("caches must be contiguous")
+    if key_cache.data_ptr() % 16 or value_cache.data_ptr() % 16:
+        raise ValueError("caches must be 16-byte aligned")
+    num_blocks = key_cache.shape[0]
+    block_bytes = key_cache[0].numel() if num_blocks else 0
+    n_map = block_mapping.shape[0]
+    if n_map == 0 or block_bytes == 0:
+        return key_cache, value_cache
+    if num_blocks >= 2**31 or n_map * plan(block_bytes)[3] >= 2**31:
+        raise ValueError("too many blocks / mappings for 32-bit grid indexing")
+    fn = _kernel(block_bytes, key_cache.device)
+    # DLPack, zero copy; tvm-ffi launches on torch's current stream.
+    fn(
+        key_cache.view(num_blocks, block_bytes),
+        value_cache.view(num_blocks, block_bytes),
+        block_mapping.to(torch.int64).contiguous(),
+    )
+    return key_cache, value_cache

@@ -1,0 +1,340 @@
+/* mkb validate: run every shipped solution (solutions/<NN>_<name>/<dsl>/kernel.py)
+ * through the judge and print one table with speed of light; the proof that
+ * each family is solvable in both DSLs on our GPU. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "dsl.h"
+#include "grade.h"
+#include "paths.h"
+#include "proc.h"
+#include "sol.h"
+#include "util.h"
+
+static const char validate_help[] =
+	"usage: mkb validate [options]\n"
+	"\n"
+	"  --problems N,N,...    only these problems (default: every problem with a solution)\n"
+	"  --dsl cutedsl|tirx    only this DSL (default: both)\n"
+	"  --workload W          visible, heldout or smoke; repeatable (default: visible and heldout)\n"
+	"  --solutions DIR       where the solutions live (default <root>/solutions)\n"
+	"  --device cuda|cpu     as for mkb eval (cpu: test mode)\n"
+	"  --gpu N, --timeout S, --python PATH, --draws N, --warmup N, --timed N\n"
+	"                        as for mkb eval\n"
+	"  --store PATH | --no-store\n"
+	"  --hbm-tbps X, --bf16-tflops X, --fp32-tflops X\n"
+	"                        the GPU's ceilings for the speed-of-light column\n"
+	"                        (default: the H200's, measured in results/h200-catalog.md)\n"
+	"  --json                one JSON object per evaluation instead of the table\n";
+
+enum { OPT_SOLUTIONS = 256, OPT_STORE, OPT_NO_STORE, OPT_PYTHON, OPT_DRAWS, OPT_WARMUP, OPT_TIMED,
+       OPT_GPU, OPT_HBM, OPT_BF16, OPT_FP32, OPT_PROBLEMS };
+
+#define MAX_WORKLOADS 3
+
+struct validate_args {
+	struct judge_opts judge;
+	const char *dsl_id, *solutions, *store_path, *problems;
+	const char *workloads[MAX_WORKLOADS];
+	int nworkloads, as_json, no_store;
+	struct ceilings ceil;
+};
+
+/* One row of the table. */
+struct row {
+	int problem;
+	const char *dsl, *workload;
+	struct verdict v;
+	double sol_ms; /* < 0 when unknown */
+};
+
+static int parse_count(const char *name, const char *s, long min, long max, int *out)
+{
+	long v;
+	if (parse_long(s, min, max, &v) < 0)
+		return usage_error("validate", "%s wants an integer in %ld..%ld, not '%s'", name, min, max, s);
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_rate(const char *name, const char *s, double scale, double *out)
+{
+	double v;
+	if (parse_positive_double(s, &v) < 0)
+		return usage_error("validate", "%s wants a positive number, not '%s'", name, s);
+	*out = v * scale;
+	return 0;
+}
+
+/* 0, -1 after --help, or EXIT_USAGE. */
+static int parse_args(int argc, char **argv, struct validate_args *a)
+{
+	static const struct option opts[] = {
+		{"problems", required_argument, NULL, OPT_PROBLEMS},
+		{"dsl", required_argument, NULL, 'd'},
+		{"workload", required_argument, NULL, 'w'},
+		{"solutions", required_argument, NULL, OPT_SOLUTIONS},
+		{"device", required_argument, NULL, 'D'},
+		{"timeout", required_argument, NULL, 't'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{"store", required_argument, NULL, OPT_STORE},
+		{"no-store", no_argument, NULL, OPT_NO_STORE},
+		{"python", required_argument, NULL, OPT_PYTHON},
+		{"draws", required_argument, NULL, OPT_DRAWS},
+		{"warmup", required_argument, NULL, OPT_WARMUP},
+		{"timed", required_argument, NULL, OPT_TIMED},
+		{"gpu", required_argument, NULL, OPT_GPU},
+		{"hbm-tbps", required_argument, NULL, OPT_HBM},
+		{"bf16-tflops", required_argument, NULL, OPT_BF16},
+		{"fp32-tflops", required_argument, NULL, OPT_FP32},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "d:w:D:t:jh", opts, NULL)) != -1) {
+		int rc = 0;
+		switch (c) {
+		case OPT_PROBLEMS: a->problems = optarg; break;
+		case 'd': a->dsl_id = optarg; break;
+		case 'w':
+			if (a->nworkloads == MAX_WORKLOADS)
+				return usage_error("validate", "at most %d --workload", MAX_WORKLOADS);
+			a->workloads[a->nworkloads++] = optarg;
+			break;
+		case OPT_SOLUTIONS: a->solutions = optarg; break;
+		case 'D': a->judge.device = optarg; break;
+		case 't':
+			if (parse_positive_double(optarg, &a->judge.timeout_s) < 0)
+				rc = usage_error("validate", "--timeout wants seconds > 0, not '%s'", optarg);
+			break;
+		case 'j': a->as_json = 1; break;
+		case 'h': fputs(validate_help, stdout); return -1;
+		case OPT_STORE: a->store_path = optarg; break;
+		case OPT_NO_STORE: a->no_store = 1; break;
+		case OPT_PYTHON: a->judge.python = optarg; break;
+		case OPT_DRAWS: rc = parse_count("--draws", optarg, 1, 1000, &a->judge.draws); break;
+		case OPT_WARMUP: rc = parse_count("--warmup", optarg, 0, 100000, &a->judge.warmup); break;
+		case OPT_TIMED: rc = parse_count("--timed", optarg, 0, 100000, &a->judge.timed); break;
+		case OPT_GPU: rc = parse_count("--gpu", optarg, 0, 1023, &a->judge.gpu); break;
+		case OPT_HBM: rc = parse_rate("--hbm-tbps", optarg, 1e12, &a->ceil.hbm_bytes_per_s); break;
+		case OPT_BF16: rc = parse_rate("--bf16-tflops", optarg, 1e12, &a->ceil.bf16_flops_per_s); break;
+		case OPT_FP32: rc = parse_rate("--fp32-tflops", optarg, 1e12, &a->ceil.fp32_flops_per_s); break;
+		default: return usage_error("validate", "bad option");
+		}
+		if (rc)
+			return rc;
+	}
+	if (optind < argc)
+		return usage_error("validate", "unexpected argument '%s'", argv[optind]);
+	if (a->dsl_id && !dsl_find(a->dsl_id))
+		return usage_error("validate", "unknown DSL '%s' (%s)", a->dsl_id, dsl_choices());
+	if (strcmp(a->judge.device, "cuda") && strcmp(a->judge.device, "cpu"))
+		return usage_error("validate", "--device is cuda or cpu, not '%s'", a->judge.device);
+	if (!a->nworkloads) {
+		a->workloads[a->nworkloads++] = "visible";
+		a->workloads[a->nworkloads++] = "heldout";
+	}
+	return 0;
+}
+
+/* Is problem n in the comma-separated list (NULL: every problem)? */
+static int wanted(const char *list, int n)
+{
+	if (!list)
+		return 1;
+	const char *p = list;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char num[16];
+		long v;
+		if (len && len < sizeof(num)) {
+			memcpy(num, p, len);
+			num[len] = '\0';
+			if (parse_long(num, 1, 99, &v) == 0 && v == n)
+				return 1;
+		}
+		p += len + (p[len] == ',');
+	}
+	return 0;
+}
+
+static int check_problem_list(const char *list)
+{
+	const char *p = list;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char num[16];
+		long v;
+		if (!len || len >= sizeof(num))
+			return -1;
+		memcpy(num, p, len);
+		num[len] = '\0';
+		if (parse_long(num, 1, 99, &v) < 0)
+			return -1;
+		p += len + (p[len] == ',');
+	}
+	return 0;
+}
+
+static void print_row(const struct row *r)
+{
+	char kms[32] = "-", ems[32] = "-", sp[32] = "-", frac[32] = "-";
+	if (r->v.kernel_ms >= 0)
+		snprintf(kms, sizeof(kms), "%.4f", r->v.kernel_ms);
+	if (r->v.eager_ms >= 0)
+		snprintf(ems, sizeof(ems), "%.4f", r->v.eager_ms);
+	if (r->v.speedup >= 0)
+		snprintf(sp, sizeof(sp), "%.2fx", r->v.speedup);
+	if (r->v.kernel_ms > 0 && r->sol_ms >= 0)
+		snprintf(frac, sizeof(frac), "%.2f", r->sol_ms / r->v.kernel_ms);
+	printf("%02d  %-8s %-8s %-11s %10s %10s %9s %8s", r->problem, r->dsl, r->workload,
+	       verdict_status_name(r->v.status), kms, ems, sp, frac);
+	if (!r->v.passed && *r->v.reason)
+		printf("  %.100s", r->v.reason);
+	putchar('\n');
+}
+
+/* Geometric means per DSL over passed rows of the first workload. */
+static void print_summary(const struct row *rows, size_t n, const char *workload)
+{
+	static const char *const ids[] = {"cutedsl", "tirx"};
+	size_t passed = 0;
+	for (size_t i = 0; i < n; i++)
+		passed += rows[i].v.passed;
+	printf("\n%zu of %zu evaluations passed\n", passed, n);
+	for (size_t d = 0; d < ARRAY_SIZE(ids); d++) {
+		double log_sp = 0, log_sol = 0;
+		int k = 0, ks = 0, total = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(rows[i].dsl, ids[d]) || strcmp(rows[i].workload, workload))
+				continue;
+			total++;
+			if (!rows[i].v.passed || rows[i].v.speedup <= 0)
+				continue;
+			log_sp += log(rows[i].v.speedup);
+			k++;
+			if (rows[i].sol_ms >= 0 && rows[i].v.kernel_ms > 0) {
+				log_sol += log(rows[i].sol_ms / rows[i].v.kernel_ms);
+				ks++;
+			}
+		}
+		if (!total)
+			continue;
+		printf("%-8s %s: %d of %d passed", ids[d], workload, k, total);
+		if (k)
+			printf(", geomean speedup %.2fx", exp(log_sp / k));
+		if (ks)
+			printf(", geomean fraction of speed of light %.2f", exp(log_sol / ks));
+		putchar('\n');
+	}
+}
+
+int cmd_validate(int argc, char **argv)
+{
+	struct validate_args a = {0};
+	judge_opts_init(&a.judge);
+	a.judge.python = NULL;
+	a.ceil = (struct ceilings)CEILINGS_H200;
+	int rc = parse_args(argc, argv, &a);
+	if (rc)
+		return rc < 0 ? EXIT_OK : EXIT_USAGE;
+	if (a.problems && check_problem_list(a.problems) < 0)
+		return usage_error("validate", "--problems wants numbers like 28,36, not '%s'", a.problems);
+	if (!strcmp(a.judge.device, "cuda") && !have_gpu(a.judge.gpu)) {
+		error("no NVIDIA GPU %d on this machine; '--device cpu' runs the CPU test mode", a.judge.gpu);
+		return EXIT_INFRA;
+	}
+	struct mkb_env env;
+	if (mkb_env_load(&env) < 0) {
+		mkb_env_release(&env);
+		return EXIT_INFRA;
+	}
+	char *python = a.judge.python ? NULL : paths_python(env.root);
+	char *grader_dir = xstrfmt("%s/grader", env.root);
+	char *solutions = a.solutions ? xstrdup(a.solutions) : xstrfmt("%s/solutions", env.root);
+	if (python)
+		a.judge.python = python;
+	a.judge.grader_dir = grader_dir;
+	struct store *st = NULL;
+	struct row *rows = NULL;
+	size_t n = 0, cap = 0;
+	rc = EXIT_INFRA;
+	if (!a.no_store) {
+		char *path = a.store_path ? xstrdup(a.store_path) : paths_store(env.root);
+		int opened = store_open(path, &st);
+		free(path);
+		if (opened < 0)
+			goto out;
+	}
+	proc_become_subreaper();
+	if (!a.as_json)
+		printf("#   dsl      workload status       kernel ms   eager ms   speedup  frac SOL\n");
+	for (size_t i = 0; i < env.catalog.n; i++) {
+		const struct problem *p = &env.catalog.items[i];
+		if (!wanted(a.problems, p->number))
+			continue;
+		for (const char *const *d = (const char *const[]){"cutedsl", "tirx", NULL}; *d; d++) {
+			if (a.dsl_id && strcmp(a.dsl_id, *d))
+				continue;
+			char *kernel = xstrfmt("%s/%02d_%s/%s/kernel.py", solutions, p->number, p->name, *d);
+			for (int w = 0; w < a.nworkloads && is_file(kernel); w++) {
+				if (!problem_workload(p, a.workloads[w])) {
+					warning("problem %d has no workload '%s'", p->number, a.workloads[w]);
+					continue;
+				}
+				if (n == cap) {
+					cap = cap ? 2 * cap : 16;
+					rows = xrealloc(rows, cap * sizeof(*rows));
+				}
+				struct row *r = &rows[n++];
+				r->problem = p->number;
+				r->dsl = *d;
+				r->workload = a.workloads[w];
+				verdict_init(&r->v);
+				struct judge_opts o = a.judge;
+				o.workload = a.workloads[w];
+				int64_t id;
+				if (grade(env.root, &o, p, *d, kernel, st, &r->v, &id) == -2)
+					warning("evaluation of '%s' not recorded", kernel);
+				if (sol_ms(p, o.workload, &a.ceil, &r->sol_ms) < 0)
+					r->sol_ms = -1;
+				if (a.as_json) {
+					json_t *j = verdict_to_json(&r->v, p->number, *d, o.workload, o.device);
+					json_object_set_new(j, "sol_ms", r->sol_ms >= 0 ? json_real(r->sol_ms) : json_null());
+					json_dumpf(j, stdout, JSON_COMPACT);
+					putchar('\n');
+					json_decref(j);
+				} else {
+					print_row(r);
+				}
+				fflush(stdout);
+			}
+			free(kernel);
+		}
+	}
+	if (!n) {
+		error("no solutions found under '%s' for the problems and DSLs asked for", solutions);
+		goto out;
+	}
+	if (!a.as_json)
+		print_summary(rows, n, a.workloads[0]);
+	rc = EXIT_OK;
+	for (size_t i = 0; i < n; i++)
+		if (!rows[i].v.passed)
+			rc = EXIT_NEGATIVE;
+out:
+	for (size_t i = 0; i < n; i++)
+		verdict_release(&rows[i].v);
+	free(rows);
+	store_close(st);
+	free(python);
+	free(grader_dir);
+	free(solutions);
+	mkb_env_release(&env);
+	return rc;
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# mkb validate on the CPU, over a stand-in solutions tree of torch kernels.
+. "$(dirname "$0")/../lib.sh"
+SOL=$TOP/tests/fixtures/solutions
+FAST="--device cpu --warmup 1 --timed 3"
+
+expect 'one row per solution and workload, a summary per DSL, exit 1 on a failure' '
+	set +e; "$MKB" validate $FAST --solutions "$SOL" --workload smoke >out.txt 2>err.txt; rc=$?; set -e
+	cat out.txt
+	[ $rc = 1 ]
+	[ "$(grep -c "^[0-9][0-9]  " out.txt)" = 3 ]
+	grep -q "^28  cutedsl  smoke    passed " out.txt
+	grep -q "^28  tirx     smoke    failed .*max error" out.txt
+	grep -q "^36  tirx     smoke    passed " out.txt
+	grep -q "^2 of 3 evaluations passed" out.txt
+	grep -q "^cutedsl  smoke: 1 of 1 passed, geomean speedup [0-9.]*x, geomean fraction of speed of light" out.txt
+	grep -q "^tirx     smoke: 1 of 2 passed" out.txt
+'
+
+expect 'visible and held-out by default; filters by problem and DSL; exit 0 when all pass' '
+	"$MKB" validate $FAST --draws 1 --solutions "$SOL" --problems 36 --dsl tirx >out.txt
+	[ "$(grep -c "^36  tirx " out.txt)" = 2 ]
+	grep -q "^36  tirx     visible  passed" out.txt
+	grep -q "^36  tirx     heldout  passed" out.txt
+	! grep -q "^28 " out.txt
+'
+
+expect '--json prints one object per evaluation with the speed of light' '
+	set +e; "$MKB" validate $FAST --solutions "$SOL" --workload smoke --json >out.json; set -e
+	python3 -c "
+import json
+rows = [json.loads(l) for l in open(\"out.json\")]
+assert len(rows) == 3, rows
+assert all(r[\"sol_ms\"] > 0 for r in rows)
+assert sorted((r[\"problem\"], r[\"dsl\"], r[\"status\"]) for r in rows) == [(28, \"cutedsl\", \"passed\"), (28, \"tirx\", \"failed\"), (36, \"tirx\", \"passed\")]
+"
+'
+
+expect 'the speed-of-light fraction follows the ceilings given' '
+	"$MKB" validate $FAST --solutions "$SOL" --problems 36 --workload smoke --json --hbm-tbps 4 >a.json
+	"$MKB" validate $FAST --solutions "$SOL" --problems 36 --workload smoke --json --hbm-tbps 2 >b.json
+	python3 -c "
+import json
+a = json.loads(open(\"a.json\").readline()); b = json.loads(open(\"b.json\").readline())
+assert abs(b[\"sol_ms\"] / a[\"sol_ms\"] - 2) < 1e-9, (a[\"sol_ms\"], b[\"sol_ms\"])
+"
+'
+
+expect 'no solutions, bad lists and bad DSLs are clear errors' '
+	set +e
+	"$MKB" validate --device cpu --solutions "$SOL" --problems 1 2>e1; r1=$?
+	"$MKB" validate --device cpu --problems 28,x 2>e2; r2=$?
+	"$MKB" validate --device cpu --dsl cuda 2>e3; r3=$?
+	set -e
+	[ "$r1$r2$r3" = 322 ]
+	grep -q "no solutions found" e1 && grep -q "problems wants numbers" e2 && grep -q "unknown DSL" e3
+'
+
+finish
