@@ -239,6 +239,12 @@ static json_t *build_request(const struct judge_opts *o, const struct problem *p
 	return req;
 }
 
+/* Before the kernel is imported only our own code has run. */
+static int before_kernel(const char *stage)
+{
+	return !strcmp(stage, "") || !strcmp(stage, "setup");
+}
+
 /* What the process's end means when no result line arrived. */
 static void classify_exit(struct verdict *v, int status)
 {
@@ -250,8 +256,7 @@ static void classify_exit(struct verdict *v, int status)
 		return;
 	}
 	v->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-	/* Before the kernel is imported only our own code has run. */
-	if (!strcmp(v->stage, "") || !strcmp(v->stage, "setup"))
+	if (before_kernel(v->stage))
 		verdict_set(v, VERDICT_INFRA_ERROR, "grader exited with %s before importing the kernel", how);
 	else
 		verdict_set(v, VERDICT_CRASHED, "grader exited with %s during stage '%s'", how, v->stage);
@@ -311,7 +316,11 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 	if (r.line.len && !r.overflow) /* a last line without its newline */
 		handle_line(&r, buf_str(&r.line));
 
-	if (pumped == 1) {
+	if (pumped == 1 && before_kernel(v->stage)) {
+		/* Only our own start-up had run: a slow machine, not the kernel. */
+		verdict_set(v, VERDICT_INFRA_ERROR, "the grader did not reach the kernel within %.0f s",
+			    o->timeout_s);
+	} else if (pumped == 1) {
 		verdict_set(v, VERDICT_HUNG, "no result after %.0f s: killed during stage '%s'",
 			    o->timeout_s, v->stage);
 	} else if (r.result) {

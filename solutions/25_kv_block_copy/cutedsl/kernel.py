@@ -126,7 +126,7 @@ def _launch(
     ).launch(grid=[n_map * chunks, 1, 1], block=[threads, 1, 1], stream=stream)
 
 
-# TVM-FFI calling convention (see docs/dsl/cutedsl-notes.md): torch tensors go in
+# TVM-FFI calling convention (see solutions/notes/cutedsl-notes.md): torch tensors go in
 # directly, the wrapper checks dtype/shape/strides/device and launches on torch's
 # current stream. Without apache-tvm-ffi, the documented plain call is used.
 USE_TVM_FFI = importlib.util.find_spec("tvm_ffi") is not None
