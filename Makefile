@@ -41,6 +41,11 @@ build/python: grader/requirements.txt tools/bootstrap.sh
 demo: all
 	tools/demo.sh
 
+# The agents' API index of each DSL, from the installed packages (a DSL that
+# no Python here can import is skipped): build/docs/<dsl>/api-index.txt.
+api-index:
+	tools/gen_api_index.sh
+
 # Functions that invite overflows (git's banned.h list): none may be called.
 BANNED_RE := \b(strcpy|strcat|strncpy|sprintf|vsprintf|strtok|gets)[[:space:]]*\(
 banned:
@@ -53,4 +58,4 @@ check: all banned build/asan/mkb build/asan/unit
 clean:
 	rm -rf build
 
-.PHONY: all banned demo check clean
+.PHONY: all api-index banned demo check clean

@@ -69,4 +69,5 @@ from tvm.script import tirx
 for d in ("nvidia-cutlass-dsl", "apache-tvm", "apache-tvm-ffi", "torch"):
     print(f"setup: {d} {md.version(d)}")
 PY
+make -s api-index | sed 's/^/setup: /'
 echo "setup: ready"

@@ -29,7 +29,8 @@ expect 'mkb show works for every problem in both DSLs and names the docs' '
 			nn=$(printf "%02d" $n)
 			grep -q "^# Problem $nn: " show.txt
 			case $d in cutedsl) grep -q "in CuTe DSL" show.txt;; tirx) grep -q "in TIRx" show.txt;; esac
-			grep -q "docs/$d/" show.txt
+			grep -q "docs/$d/.*primer.md" show.txt
+			grep -q "docs/$d/api-index.txt" show.txt
 			! grep -q "{[a-z_]*}" show.txt
 		done
 	done

@@ -14,8 +14,8 @@ shuffle groups never mix rows), stores are predicated. The row count `n` is a
 symbolic kernel parameter, so one compiled kernel serves every row count.
 Supported hidden sizes: 8 * (1, 2, 4, 8, 16 or 32) elements, i.e. 8..256.
 Index math is 32-bit: rows * hidden must stay below 2**31.
-The tuning knobs below are untimed guesses; `solutions/check_tirx.py --tune`
-times the alternatives on the GPU.
+The tuning knobs below are untuned guesses; `mkb validate --problems NN`
+times a variant after editing them.
 """
 import torch
 import tvm
