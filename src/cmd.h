@@ -33,7 +33,8 @@ void mkb_env_release(struct mkb_env *env);
 const struct problem *mkb_env_problem(const struct mkb_env *env, const char *arg);
 /* Is there an NVIDIA GPU with this index on this machine? */
 int have_gpu(int index);
-/* Print "usage: mkb <usage>" for the named command to stderr; returns EXIT_USAGE. */
+/* Print "error: <fmt...>" (unless fmt is NULL) and "usage: mkb <usage>" for the
+ * named command to stderr; returns EXIT_USAGE. */
 int usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

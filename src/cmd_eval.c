@@ -11,6 +11,7 @@
 #include "dsl.h"
 #include "feedback.h"
 #include "grade.h"
+#include "judge_flags.h"
 #include "paths.h"
 #include "proc.h"
 #include "store.h"
@@ -19,23 +20,13 @@
 static const char eval_help[] =
 	"usage: mkb eval NN --dsl cutedsl|tirx [options] KERNEL.py\n"
 	"\n"
-	"  --device cuda|cpu     where to run (cpu: a test mode, DSL rules unchecked)\n"
-	"  --gpu N               CUDA device index (default 0)\n"
 	"  --workload W          visible (default), heldout or smoke\n"
-	"  --timeout S           seconds before the evaluation is killed as hung (600)\n"
 	"  --json                print one JSON object instead of the feedback text\n"
 	"  --store PATH          results store (default $MKB_STORE or <root>/mkb.db)\n"
 	"  --no-store            do not record the evaluation\n"
-	"  --python PATH         the grader's interpreter (default $MKB_PYTHON)\n"
-	"  --draws N             correctness draws (5)\n"
-	"  --warmup N            warm-up calls (10)\n"
-	"  --timed N             timed calls (50; 0 skips timing)\n"
-	"  --rechecks N          timed calls re-checked for correctness (3)\n"
-	"  --seed N              fixed seed for every draw (tests only)\n"
-	"  --max-kernel-bytes N  size limit of the kernel file (300000)\n";
+	JUDGE_FLAGS_HELP;
 
-enum { OPT_STORE = 256, OPT_NO_STORE, OPT_PYTHON, OPT_DRAWS, OPT_WARMUP, OPT_TIMED,
-       OPT_RECHECKS, OPT_SEED, OPT_MAX_BYTES, OPT_GPU };
+enum { OPT_STORE = 256, OPT_NO_STORE };
 
 struct eval_args {
 	struct judge_opts judge;
@@ -43,73 +34,37 @@ struct eval_args {
 	int as_json, no_store;
 };
 
-static int parse_int_opt(const char *name, const char *s, long min, long max, int *out)
-{
-	long v;
-	if (parse_long(s, min, max, &v) < 0)
-		return usage_error("eval", "%s wants an integer in %ld..%ld, not '%s'", name, min, max, s);
-	*out = (int)v;
-	return 0;
-}
-
 /* 0: parsed; -1: --help was printed; EXIT_USAGE: bad usage (printed). */
 static int parse_args(int argc, char **argv, struct eval_args *a)
 {
 	static const struct option opts[] = {
 		{"dsl", required_argument, NULL, 'd'},
-		{"device", required_argument, NULL, 'D'},
 		{"workload", required_argument, NULL, 'w'},
-		{"timeout", required_argument, NULL, 't'},
 		{"json", no_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
 		{"store", required_argument, NULL, OPT_STORE},
 		{"no-store", no_argument, NULL, OPT_NO_STORE},
-		{"python", required_argument, NULL, OPT_PYTHON},
-		{"draws", required_argument, NULL, OPT_DRAWS},
-		{"warmup", required_argument, NULL, OPT_WARMUP},
-		{"timed", required_argument, NULL, OPT_TIMED},
-		{"rechecks", required_argument, NULL, OPT_RECHECKS},
-		{"seed", required_argument, NULL, OPT_SEED},
-		{"max-kernel-bytes", required_argument, NULL, OPT_MAX_BYTES},
-		{"gpu", required_argument, NULL, OPT_GPU},
+		JUDGE_LONG_OPTIONS,
 		{NULL, 0, NULL, 0},
 	};
 	int c;
-	long n;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "d:D:w:t:jh", opts, NULL)) != -1) {
-		int rc = 0;
+	while ((c = getopt_long(argc, argv, "d:w:jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': a->dsl_id = optarg; break;
-		case 'D': a->judge.device = optarg; break;
 		case 'w': a->judge.workload = optarg; break;
-		case 't':
-			if (parse_positive_double(optarg, &a->judge.timeout_s) < 0)
-				rc = usage_error("eval", "--timeout wants seconds > 0, not '%s'", optarg);
-			break;
 		case 'j': a->as_json = 1; break;
 		case 'h': fputs(eval_help, stdout); return -1;
 		case OPT_STORE: a->store_path = optarg; break;
 		case OPT_NO_STORE: a->no_store = 1; break;
-		case OPT_PYTHON: a->judge.python = optarg; break;
-		case OPT_DRAWS: rc = parse_int_opt("--draws", optarg, 1, 1000, &a->judge.draws); break;
-		case OPT_WARMUP: rc = parse_int_opt("--warmup", optarg, 0, 100000, &a->judge.warmup); break;
-		case OPT_TIMED: rc = parse_int_opt("--timed", optarg, 0, 100000, &a->judge.timed); break;
-		case OPT_RECHECKS: rc = parse_int_opt("--rechecks", optarg, 0, 100000, &a->judge.rechecks); break;
-		case OPT_GPU: rc = parse_int_opt("--gpu", optarg, 0, 1023, &a->judge.gpu); break;
-		case OPT_SEED:
-			if (parse_long(optarg, 0, 0x7fffffffffffffffL, &n) < 0)
-				rc = usage_error("eval", "--seed wants a non-negative integer, not '%s'", optarg);
-			a->judge.seed = optarg;
-			break;
-		case OPT_MAX_BYTES:
-			if (parse_long(optarg, 1, 1L << 30, &a->judge.max_kernel_bytes) < 0)
-				rc = usage_error("eval", "--max-kernel-bytes wants a positive integer");
-			break;
-		default: return usage_error("eval", "bad option");
+		default: {
+			int taken = judge_flag(c, optarg, &a->judge);
+			if (taken < 0)
+				return usage_error("eval", NULL);
+			if (!taken)
+				return usage_error("eval", "bad option");
 		}
-		if (rc)
-			return rc;
+		}
 	}
 	if (argc - optind != 2)
 		return usage_error("eval", "give a problem number and a kernel file");
@@ -117,8 +72,8 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 		return usage_error("eval", "--dsl is required");
 	if (!dsl_find(a->dsl_id))
 		return usage_error("eval", "unknown DSL '%s' (%s)", a->dsl_id, dsl_choices());
-	if (strcmp(a->judge.device, "cuda") && strcmp(a->judge.device, "cpu"))
-		return usage_error("eval", "--device is cuda or cpu, not '%s'", a->judge.device);
+	if (judge_flags_check(&a->judge) < 0)
+		return usage_error("eval", NULL);
 	a->kernel = argv[optind + 1];
 	return 0;
 }

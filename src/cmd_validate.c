@@ -10,6 +10,7 @@
 #include "cmd.h"
 #include "dsl.h"
 #include "grade.h"
+#include "judge_flags.h"
 #include "paths.h"
 #include "proc.h"
 #include "sol.h"
@@ -22,17 +23,14 @@ static const char validate_help[] =
 	"  --dsl cutedsl|tirx    only this DSL (default: both)\n"
 	"  --workload W          visible, heldout or smoke; repeatable (default: visible and heldout)\n"
 	"  --solutions DIR       where the solutions live (default <root>/solutions)\n"
-	"  --device cuda|cpu     as for mkb eval (cpu: test mode)\n"
-	"  --gpu N, --timeout S, --python PATH, --draws N, --warmup N, --timed N\n"
-	"                        as for mkb eval\n"
 	"  --store PATH | --no-store\n"
 	"  --hbm-tbps X, --bf16-tflops X, --fp32-tflops X\n"
 	"                        the GPU's ceilings for the speed-of-light column\n"
 	"                        (default: the H200's, measured in results/h200-catalog.md)\n"
-	"  --json                one JSON object per evaluation instead of the table\n";
+	"  --json                one JSON object per evaluation instead of the table\n"
+	JUDGE_FLAGS_HELP;
 
-enum { OPT_SOLUTIONS = 256, OPT_STORE, OPT_NO_STORE, OPT_PYTHON, OPT_DRAWS, OPT_WARMUP, OPT_TIMED,
-       OPT_GPU, OPT_HBM, OPT_BF16, OPT_FP32, OPT_PROBLEMS };
+enum { OPT_SOLUTIONS = 256, OPT_STORE, OPT_NO_STORE, OPT_HBM, OPT_BF16, OPT_FP32, OPT_PROBLEMS };
 
 #define MAX_WORKLOADS 3
 
@@ -52,15 +50,6 @@ struct row {
 	double sol_ms; /* < 0 when unknown */
 };
 
-static int parse_count(const char *name, const char *s, long min, long max, int *out)
-{
-	long v;
-	if (parse_long(s, min, max, &v) < 0)
-		return usage_error("validate", "%s wants an integer in %ld..%ld, not '%s'", name, min, max, s);
-	*out = (int)v;
-	return 0;
-}
-
 static int parse_rate(const char *name, const char *s, double scale, double *out)
 {
 	double v;
@@ -78,17 +67,11 @@ static int parse_args(int argc, char **argv, struct validate_args *a)
 		{"dsl", required_argument, NULL, 'd'},
 		{"workload", required_argument, NULL, 'w'},
 		{"solutions", required_argument, NULL, OPT_SOLUTIONS},
-		{"device", required_argument, NULL, 'D'},
-		{"timeout", required_argument, NULL, 't'},
 		{"json", no_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
 		{"store", required_argument, NULL, OPT_STORE},
 		{"no-store", no_argument, NULL, OPT_NO_STORE},
-		{"python", required_argument, NULL, OPT_PYTHON},
-		{"draws", required_argument, NULL, OPT_DRAWS},
-		{"warmup", required_argument, NULL, OPT_WARMUP},
-		{"timed", required_argument, NULL, OPT_TIMED},
-		{"gpu", required_argument, NULL, OPT_GPU},
+		JUDGE_LONG_OPTIONS,
 		{"hbm-tbps", required_argument, NULL, OPT_HBM},
 		{"bf16-tflops", required_argument, NULL, OPT_BF16},
 		{"fp32-tflops", required_argument, NULL, OPT_FP32},
@@ -96,7 +79,7 @@ static int parse_args(int argc, char **argv, struct validate_args *a)
 	};
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "d:w:D:t:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:w:jh", opts, NULL)) != -1) {
 		int rc = 0;
 		switch (c) {
 		case OPT_PROBLEMS: a->problems = optarg; break;
@@ -107,24 +90,20 @@ static int parse_args(int argc, char **argv, struct validate_args *a)
 			a->workloads[a->nworkloads++] = optarg;
 			break;
 		case OPT_SOLUTIONS: a->solutions = optarg; break;
-		case 'D': a->judge.device = optarg; break;
-		case 't':
-			if (parse_positive_double(optarg, &a->judge.timeout_s) < 0)
-				rc = usage_error("validate", "--timeout wants seconds > 0, not '%s'", optarg);
-			break;
 		case 'j': a->as_json = 1; break;
 		case 'h': fputs(validate_help, stdout); return -1;
 		case OPT_STORE: a->store_path = optarg; break;
 		case OPT_NO_STORE: a->no_store = 1; break;
-		case OPT_PYTHON: a->judge.python = optarg; break;
-		case OPT_DRAWS: rc = parse_count("--draws", optarg, 1, 1000, &a->judge.draws); break;
-		case OPT_WARMUP: rc = parse_count("--warmup", optarg, 0, 100000, &a->judge.warmup); break;
-		case OPT_TIMED: rc = parse_count("--timed", optarg, 0, 100000, &a->judge.timed); break;
-		case OPT_GPU: rc = parse_count("--gpu", optarg, 0, 1023, &a->judge.gpu); break;
 		case OPT_HBM: rc = parse_rate("--hbm-tbps", optarg, 1e12, &a->ceil.hbm_bytes_per_s); break;
 		case OPT_BF16: rc = parse_rate("--bf16-tflops", optarg, 1e12, &a->ceil.bf16_flops_per_s); break;
 		case OPT_FP32: rc = parse_rate("--fp32-tflops", optarg, 1e12, &a->ceil.fp32_flops_per_s); break;
-		default: return usage_error("validate", "bad option");
+		default: {
+			int taken = judge_flag(c, optarg, &a->judge);
+			if (taken < 0)
+				return usage_error("validate", NULL);
+			if (!taken)
+				return usage_error("validate", "bad option");
+		}
 		}
 		if (rc)
 			return rc;
@@ -133,8 +112,8 @@ static int parse_args(int argc, char **argv, struct validate_args *a)
 		return usage_error("validate", "unexpected argument '%s'", argv[optind]);
 	if (a->dsl_id && !dsl_find(a->dsl_id))
 		return usage_error("validate", "unknown DSL '%s' (%s)", a->dsl_id, dsl_choices());
-	if (strcmp(a->judge.device, "cuda") && strcmp(a->judge.device, "cpu"))
-		return usage_error("validate", "--device is cuda or cpu, not '%s'", a->judge.device);
+	if (judge_flags_check(&a->judge) < 0)
+		return usage_error("validate", NULL);
 	if (!a->nworkloads) {
 		a->workloads[a->nworkloads++] = "visible";
 		a->workloads[a->nworkloads++] = "heldout";

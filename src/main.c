@@ -30,11 +30,13 @@ static void print_help(FILE *f)
 int usage_error(const char *command, const char *fmt, ...)
 {
 	va_list ap;
-	fputs("error: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
+	if (fmt) { /* NULL: the error was printed already */
+		fputs("error: ", stderr);
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		fputc('\n', stderr);
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		if (!strcmp(commands[i].name, command))
 			fprintf(stderr, "usage: mkb %s\n", commands[i].usage);

@@ -1,0 +1,50 @@
+#include "judge_flags.h"
+
+#include <string.h>
+
+#include "util.h"
+
+static int int_flag(const char *name, const char *s, long min, long max, int *out)
+{
+	long v;
+	if (parse_long(s, min, max, &v) < 0)
+		return error("%s wants an integer in %ld..%ld, not '%s'", name, min, max, s);
+	*out = (int)v;
+	return 1;
+}
+
+int judge_flag(int c, const char *arg, struct judge_opts *o)
+{
+	long n;
+	switch (c) {
+	case JUDGE_OPT_DEVICE: o->device = arg; return 1;
+	case JUDGE_OPT_PYTHON: o->python = arg; return 1;
+	case JUDGE_OPT_GPU: return int_flag("--gpu", arg, 0, 1023, &o->gpu);
+	case JUDGE_OPT_DRAWS: return int_flag("--draws", arg, 1, 1000, &o->draws);
+	case JUDGE_OPT_WARMUP: return int_flag("--warmup", arg, 0, 100000, &o->warmup);
+	case JUDGE_OPT_TIMED: return int_flag("--timed", arg, 0, 100000, &o->timed);
+	case JUDGE_OPT_RECHECKS: return int_flag("--rechecks", arg, 0, 100000, &o->rechecks);
+	case JUDGE_OPT_TIMEOUT:
+		if (parse_positive_double(arg, &o->timeout_s) < 0)
+			return error("--timeout wants seconds > 0, not '%s'", arg);
+		return 1;
+	case JUDGE_OPT_SEED:
+		if (parse_long(arg, 0, 0x7fffffffffffffffL, &n) < 0)
+			return error("--seed wants a non-negative integer, not '%s'", arg);
+		o->seed = arg;
+		return 1;
+	case JUDGE_OPT_MAX_BYTES:
+		if (parse_long(arg, 1, 1L << 30, &o->max_kernel_bytes) < 0)
+			return error("--max-kernel-bytes wants a positive integer, not '%s'", arg);
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int judge_flags_check(const struct judge_opts *o)
+{
+	if (strcmp(o->device, "cuda") && strcmp(o->device, "cpu"))
+		return error("--device is cuda or cpu, not '%s'", o->device);
+	return 0;
+}

@@ -1,0 +1,49 @@
+/* The command-line flags of the judge's limits, shared by every command that
+ * grades kernels (eval, validate): each limit has a name, a default from
+ * PROTOCOL.md (judge_opts_init) and a flag. */
+#ifndef MKB_JUDGE_FLAGS_H
+#define MKB_JUDGE_FLAGS_H
+
+#include <getopt.h>
+
+#include "judge.h"
+
+enum {
+	JUDGE_OPT_DEVICE = 512, JUDGE_OPT_GPU, JUDGE_OPT_TIMEOUT, JUDGE_OPT_PYTHON, JUDGE_OPT_DRAWS,
+	JUDGE_OPT_WARMUP, JUDGE_OPT_TIMED, JUDGE_OPT_RECHECKS, JUDGE_OPT_SEED, JUDGE_OPT_MAX_BYTES,
+};
+
+/* Entries for a getopt_long table. */
+#define JUDGE_LONG_OPTIONS                                                           \
+	{"device", required_argument, NULL, JUDGE_OPT_DEVICE},                       \
+	{"gpu", required_argument, NULL, JUDGE_OPT_GPU},                             \
+	{"timeout", required_argument, NULL, JUDGE_OPT_TIMEOUT},                     \
+	{"python", required_argument, NULL, JUDGE_OPT_PYTHON},                       \
+	{"draws", required_argument, NULL, JUDGE_OPT_DRAWS},                         \
+	{"warmup", required_argument, NULL, JUDGE_OPT_WARMUP},                       \
+	{"timed", required_argument, NULL, JUDGE_OPT_TIMED},                         \
+	{"rechecks", required_argument, NULL, JUDGE_OPT_RECHECKS},                   \
+	{"seed", required_argument, NULL, JUDGE_OPT_SEED},                           \
+	{"max-kernel-bytes", required_argument, NULL, JUDGE_OPT_MAX_BYTES}
+
+/* The help lines of those flags. */
+#define JUDGE_FLAGS_HELP                                                                    \
+	"  --device cuda|cpu     where to run (cpu: a test mode, DSL rules unchecked)\n"    \
+	"  --gpu N               CUDA device index (default 0)\n"                           \
+	"  --timeout S           seconds before an evaluation is killed as hung (600)\n"    \
+	"  --python PATH         the grader's interpreter (default $MKB_PYTHON)\n"          \
+	"  --draws N             correctness draws (5)\n"                                   \
+	"  --warmup N            warm-up calls (10)\n"                                      \
+	"  --timed N             timed calls (50; 0 skips timing)\n"                        \
+	"  --rechecks N          timed calls re-checked for correctness (3)\n"              \
+	"  --seed N              fixed seed for every draw (tests only)\n"                  \
+	"  --max-kernel-bytes N  size limit of the kernel file (300000)\n"
+
+/* Apply option c (from JUDGE_LONG_OPTIONS) with its argument to o.
+ * Returns 1 when applied, 0 when c is not a judge flag, -1 on a bad value
+ * (error printed). */
+int judge_flag(int c, const char *arg, struct judge_opts *o);
+/* Checks that need all the flags: 0, or -1 (error printed). */
+int judge_flags_check(const struct judge_opts *o);
+
+#endif
