@@ -19,6 +19,7 @@ int cmd_list(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
+int cmd_workspace(int argc, char **argv);
 
 /* Shared by the commands: the project root and its catalog. */
 struct mkb_env {

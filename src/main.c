@@ -17,6 +17,8 @@ static const struct cmd_entry commands[] = {
 	 "grade one kernel and print its feedback", cmd_eval},
 	{"validate", "validate [--problems N,N] [--dsl D] [--workload W]... [--device cuda|cpu] [--json]",
 	 "run every shipped solution through the judge; one table", cmd_validate},
+	{"workspace", "workspace NN --dsl cutedsl|tirx DIR", "build the workspace an agent gets for a variant",
+	 cmd_workspace},
 };
 
 static void print_help(FILE *f)

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -197,6 +198,51 @@ int write_file_atomic(const char *path, const char *data, size_t len)
 		return rc;
 	}
 	free(tmp);
+	return 0;
+}
+
+int copy_file(const char *src, const char *dst, size_t max)
+{
+	char *data;
+	size_t len;
+	if (read_file(src, max, &data, &len) < 0)
+		return error("cannot read '%s': %s", src, strerror(errno));
+	int rc = write_file_atomic(dst, data, len);
+	free(data);
+	return rc;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int remove_tree(const char *path)
+{
+	return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int make_dirs(const char *path, int mode)
+{
+	char *p = xstrdup(path);
+	for (char *s = p + 1;; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char saved = *s;
+		*s = '\0';
+		if (mkdir(p, (mode_t)mode) < 0 && errno != EEXIST) {
+			int rc = error("cannot create '%s': %s", p, strerror(errno));
+			free(p);
+			return rc;
+		}
+		*s = saved;
+		if (!saved)
+			break;
+	}
+	free(p);
 	return 0;
 }
 

@@ -35,6 +35,13 @@ int read_file(const char *path, size_t max, char **out, size_t *len);
 /* Write len bytes to path atomically (temp file + rename). 0 or -1 (error printed). */
 int write_file_atomic(const char *path, const char *data, size_t len);
 
+/* Copy a regular file of at most max bytes (atomically). 0 or -1 (error printed). */
+int copy_file(const char *src, const char *dst, size_t max);
+/* rm -rf, without following symlinks. 0 or -1. */
+int remove_tree(const char *path);
+/* mkdir -p. 0 or -1 (error printed). */
+int make_dirs(const char *path, int mode);
+
 /* Monotonic clock in milliseconds. */
 double now_ms(void);
 /* UTC time as "YYYY-MM-DDTHH:MM:SSZ" into buf (at least 21 bytes). */
