@@ -121,31 +121,12 @@ static int parse_args(int argc, char **argv, struct validate_args *a)
 	return 0;
 }
 
-/* Is problem n in the comma-separated list (NULL: every problem)? */
-static int wanted(const char *list, int n)
+/* Mark the problems of a list like "28,36" in want[1..99]; a NULL list marks
+ * every problem. 0, or -1 when the list is malformed. */
+static int parse_problem_list(const char *list, char want[100])
 {
-	if (!list)
-		return 1;
-	const char *p = list;
-	while (*p) {
-		size_t len = strcspn(p, ",");
-		char num[16];
-		long v;
-		if (len && len < sizeof(num)) {
-			memcpy(num, p, len);
-			num[len] = '\0';
-			if (parse_long(num, 1, 99, &v) == 0 && v == n)
-				return 1;
-		}
-		p += len + (p[len] == ',');
-	}
-	return 0;
-}
-
-static int check_problem_list(const char *list)
-{
-	const char *p = list;
-	while (*p) {
+	memset(want, list == NULL, 100);
+	for (const char *p = list; p && *p;) {
 		size_t len = strcspn(p, ",");
 		char num[16];
 		long v;
@@ -155,6 +136,7 @@ static int check_problem_list(const char *list)
 		num[len] = '\0';
 		if (parse_long(num, 1, 99, &v) < 0)
 			return -1;
+		want[v] = 1;
 		p += len + (p[len] == ',');
 	}
 	return 0;
@@ -222,7 +204,8 @@ int cmd_validate(int argc, char **argv)
 	int rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc < 0 ? EXIT_OK : EXIT_USAGE;
-	if (a.problems && check_problem_list(a.problems) < 0)
+	char want[100];
+	if (parse_problem_list(a.problems, want) < 0)
 		return usage_error("validate", "--problems wants numbers like 28,36, not '%s'", a.problems);
 	if (!strcmp(a.judge.device, "cuda") && !have_gpu(a.judge.gpu)) {
 		error("no NVIDIA GPU %d on this machine; '--device cpu' runs the CPU test mode", a.judge.gpu);
@@ -255,7 +238,7 @@ int cmd_validate(int argc, char **argv)
 		printf("#   dsl      workload status       kernel ms   eager ms   speedup  frac SOL\n");
 	for (size_t i = 0; i < env.catalog.n; i++) {
 		const struct problem *p = &env.catalog.items[i];
-		if (!wanted(a.problems, p->number))
+		if (!want[p->number])
 			continue;
 		for (const char *const *d = (const char *const[]){"cutedsl", "tirx", NULL}; *d; d++) {
 			if (a.dsl_id && strcmp(a.dsl_id, *d))
