@@ -312,9 +312,13 @@ def _prep(t):
     return t
 
 
-def _plain_tensor(t):
-    return from_dlpack(t, assumed_align=16 if t.dim() > 1 and t.shape[-1] >= 8 else 4) \
-        .mark_compact_shape_dynamic(mode=0, stride_order=t.dim_order())
+# assumed alignment of each tensor argument, as compiled (fallback path only)
+_ALIGNS = (16, 16, 16, 4, 4, 16, 4, 16, 4)
+
+
+def _plain_tensor(t, align):
+    return from_dlpack(t, assumed_align=align).mark_compact_shape_dynamic(
+        mode=0, stride_order=t.dim_order())
 
 
 def solve(q, k_cache, v_cache, kv_indptr, kv_indices):
@@ -341,5 +345,5 @@ def solve(q, k_cache, v_cache, kv_indptr, kv_indices):
         fn(*args, nsplit)
     else:
         stream = cuda.CUstream(torch.cuda.current_stream(q.device).cuda_stream)
-        fn(*[_plain_tensor(t) for t in args], nsplit, stream)
+        fn(*[_plain_tensor(t, a) for t, a in zip(args, _ALIGNS)], nsplit, stream)
     return out, lse
