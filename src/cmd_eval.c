@@ -12,9 +12,6 @@
 #include "feedback.h"
 #include "grade.h"
 #include "judge_flags.h"
-#include "paths.h"
-#include "proc.h"
-#include "store.h"
 #include "util.h"
 
 static const char eval_help[] =
@@ -116,31 +113,19 @@ int cmd_eval(int argc, char **argv)
 		mkb_env_release(&env);
 		return rc;
 	}
-	char *python = a.judge.python ? NULL : paths_python(env.root);
-	char *grader_dir = xstrfmt("%s/grader", env.root);
-	if (python)
-		a.judge.python = python;
-	a.judge.grader_dir = grader_dir;
-
-	struct store *st = NULL;
+	struct grade_env g;
 	int64_t id = 0;
-	rc = EXIT_INFRA;
-	if (!a.no_store) {
-		char *path = a.store_path ? xstrdup(a.store_path) : paths_store(env.root);
-		int opened = store_open(path, &st);
-		free(path);
-		if (opened < 0)
-			goto out;
+	if (grade_env_open(&g, env.root, &a.judge, a.store_path, a.no_store) < 0) {
+		mkb_env_release(&env);
+		return EXIT_INFRA;
 	}
-
-	proc_become_subreaper();
 	struct verdict v;
 	verdict_init(&v);
-	int graded = grade(env.root, &a.judge, p, a.dsl_id, a.kernel, st, &v, &id);
+	int graded = grade(env.root, &a.judge, p, a.dsl_id, a.kernel, g.store, &v, &id);
 	rc = graded == -1 ? EXIT_USAGE : graded == -2 ? EXIT_INFRA : exit_code_for(&v);
 	if (a.as_json) {
 		json_t *j = verdict_to_json(&v, p->number, a.dsl_id, a.judge.workload, a.judge.device);
-		if (st)
+		if (g.store)
 			json_object_set_new(j, "evaluation_id", json_integer(id));
 		if (json_dumpf(j, stdout, JSON_COMPACT) < 0)
 			rc = EXIT_INFRA;
@@ -152,10 +137,7 @@ int cmd_eval(int argc, char **argv)
 		free(text);
 	}
 	verdict_release(&v);
-out:
-	store_close(st);
-	free(python);
-	free(grader_dir);
+	grade_env_close(&g);
 	mkb_env_release(&env);
 	return rc;
 }

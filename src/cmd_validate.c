@@ -11,8 +11,6 @@
 #include "dsl.h"
 #include "grade.h"
 #include "judge_flags.h"
-#include "paths.h"
-#include "proc.h"
 #include "sol.h"
 #include "util.h"
 
@@ -216,24 +214,16 @@ int cmd_validate(int argc, char **argv)
 		mkb_env_release(&env);
 		return EXIT_INFRA;
 	}
-	char *python = a.judge.python ? NULL : paths_python(env.root);
-	char *grader_dir = xstrfmt("%s/grader", env.root);
 	char *solutions = a.solutions ? xstrdup(a.solutions) : xstrfmt("%s/solutions", env.root);
-	if (python)
-		a.judge.python = python;
-	a.judge.grader_dir = grader_dir;
-	struct store *st = NULL;
+	struct grade_env g;
 	struct row *rows = NULL;
 	size_t n = 0, cap = 0;
-	rc = EXIT_INFRA;
-	if (!a.no_store) {
-		char *path = a.store_path ? xstrdup(a.store_path) : paths_store(env.root);
-		int opened = store_open(path, &st);
-		free(path);
-		if (opened < 0)
-			goto out;
+	if (grade_env_open(&g, env.root, &a.judge, a.store_path, a.no_store) < 0) {
+		free(solutions);
+		mkb_env_release(&env);
+		return EXIT_INFRA;
 	}
-	proc_become_subreaper();
+	rc = EXIT_INFRA;
 	if (!a.as_json)
 		printf("#   dsl      workload status       kernel ms   eager ms   speedup  frac SOL\n");
 	for (size_t i = 0; i < env.catalog.n; i++) {
@@ -261,7 +251,7 @@ int cmd_validate(int argc, char **argv)
 				struct judge_opts o = a.judge;
 				o.workload = a.workloads[w];
 				int64_t id;
-				if (grade(env.root, &o, p, *d, kernel, st, &r->v, &id) == -2)
+				if (grade(env.root, &o, p, *d, kernel, g.store, &r->v, &id) == -2)
 					warning("evaluation of '%s' not recorded", kernel);
 				if (sol_ms(p, o.workload, &a.ceil, &r->sol_ms) < 0)
 					r->sol_ms = -1;
@@ -293,9 +283,7 @@ out:
 	for (size_t i = 0; i < n; i++)
 		verdict_release(&rows[i].v);
 	free(rows);
-	store_close(st);
-	free(python);
-	free(grader_dir);
+	grade_env_close(&g);
 	free(solutions);
 	mkb_env_release(&env);
 	return rc;

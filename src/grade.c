@@ -1,8 +1,11 @@
 #include "grade.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "fingerprint.h"
+#include "paths.h"
+#include "proc.h"
 #include "sha256.h"
 #include "util.h"
 
@@ -72,4 +75,32 @@ int grade(const char *root, const struct judge_opts *o, const struct problem *p,
 	if (st && store_finish_evaluation(st, *id, v) < 0)
 		return -2;
 	return 0;
+}
+
+int grade_env_open(struct grade_env *g, const char *root, struct judge_opts *o,
+		   const char *store_path, int no_store)
+{
+	memset(g, 0, sizeof(*g));
+	if (!o->python)
+		o->python = g->python = paths_python(root);
+	o->grader_dir = g->grader_dir = xstrfmt("%s/grader", root);
+	if (!no_store) {
+		char *path = store_path ? xstrdup(store_path) : paths_store(root);
+		int rc = store_open(path, &g->store);
+		free(path);
+		if (rc < 0) {
+			grade_env_close(g);
+			return -1;
+		}
+	}
+	proc_become_subreaper();
+	return 0;
+}
+
+void grade_env_close(struct grade_env *g)
+{
+	store_close(g->store);
+	free(g->python);
+	free(g->grader_dir);
+	memset(g, 0, sizeof(*g));
 }

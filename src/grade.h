@@ -12,6 +12,21 @@
 #include "store.h"
 #include "verdict.h"
 
+/* What every grading command sets up before its first evaluation. */
+struct grade_env {
+	char *python;      /* owned, when resolved here */
+	char *grader_dir;  /* owned */
+	struct store *store; /* NULL with no_store */
+};
+
+/* Point o at the grader (and at the default interpreter unless o->python is
+ * set), open the store (store_path, else $MKB_STORE / <root>/mkb.db) unless
+ * no_store, and make this process the reaper of what graders leave behind.
+ * 0 or -1 (error printed; g is released). */
+int grade_env_open(struct grade_env *g, const char *root, struct judge_opts *o,
+		   const char *store_path, int no_store);
+void grade_env_close(struct grade_env *g);
+
 /* Grade kernel for (p, dsl) under o. With st non-NULL the evaluation is
  * recorded (its row id in *id). Always fills *v (init'ed by the caller).
  * Returns 0; -1 when the request itself is bad (error printed, v says why);
