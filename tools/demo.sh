@@ -9,7 +9,8 @@ echo "== mkb list"
 $mkb list
 echo
 echo "== mkb show 28 --dsl cutedsl (first lines)"
-$mkb show 28 --dsl cutedsl | head -n 12
+instruction=$($mkb show 28 --dsl cutedsl)
+sed -n 1,12p <<<"$instruction"
 if [ -e /dev/nvidia0 ]; then
 	flags=(--device cuda)
 else
