@@ -17,6 +17,11 @@ def syntax_check(path):
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--syntax":
         return syntax_check(sys.argv[2])
+    # A crash in native code (a kernel's launcher, a bad pointer) prints the
+    # Python stack to stderr, which the judge keeps as the output tail; the
+    # process still dies by the same signal.
+    import faulthandler
+    faulthandler.enable()
     from .protocol import Channel, read_request
     channel = Channel()
     channel.stage("setup")

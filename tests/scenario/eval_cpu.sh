@@ -154,6 +154,8 @@ expect 'a crash shows the stage and the output tail' '
 	grep -q "^Status: crashed" fb.txt
 	grep -q "^Stage: correctness" fb.txt
 	grep -q "^Output tail:" fb.txt
+	grep -q "Segmentation fault" fb.txt
+	grep -q "28_segv.py" fb.txt
 '
 
 expect 'every evaluation lands in the store with hashes and source' '
