@@ -56,4 +56,17 @@ expect 'no solutions, bad lists and bad DSLs are clear errors' '
 	grep -q "no solutions found" e1 && grep -q "problems wants numbers" e2 && grep -q "unknown DSL" e3
 '
 
+expect 'every shipped solution sits where mkb validate finds it' '
+	"$MKB" list --json | python3 -c "import json,sys; [print(\"%02d_%s\" % (p[\"number\"], p[\"name\"])) for p in json.load(sys.stdin)]" >names.txt
+	for d in "$TOP"/solutions/*/; do
+		name=$(basename "$d")
+		[ "$name" = notes ] && continue
+		grep -qx "$name" names.txt || { echo "solutions/$name is no problem of the catalog"; exit 1; }
+		for k in "$d"*/; do
+			case $(basename "$k") in cutedsl|tirx) ;; *) echo "unknown DSL folder $k"; exit 1;; esac
+			[ -f "$k/kernel.py" ] || { echo "$k has no kernel.py"; exit 1; }
+		done
+	done
+'
+
 finish
