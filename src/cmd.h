@@ -5,6 +5,7 @@
 #define MKB_CMD_H
 
 #include "catalog.h"
+#include "dsl.h"
 
 enum { EXIT_OK = 0, EXIT_NEGATIVE = 1, EXIT_USAGE = 2, EXIT_INFRA = 3 };
 
@@ -32,6 +33,9 @@ int mkb_env_load(struct mkb_env *env);
 void mkb_env_release(struct mkb_env *env);
 /* Resolve "28" or "p28" to a problem, printing an error if unknown. */
 const struct problem *mkb_env_problem(const struct mkb_env *env, const char *arg);
+/* The DSL named by --dsl for command: sets *out (NULL when id is NULL and
+ * not required). 0, or EXIT_USAGE with the error and usage printed. */
+int dsl_arg(const char *command, const char *id, int required, const struct dsl **out);
 /* Is there an NVIDIA GPU with this index on this machine? */
 int have_gpu(int index);
 /* Print "error: <fmt...>" (unless fmt is NULL) and "usage: mkb <usage>" for the

@@ -65,10 +65,9 @@ static int parse_args(int argc, char **argv, struct eval_args *a)
 	}
 	if (argc - optind != 2)
 		return usage_error("eval", "give a problem number and a kernel file");
-	if (!a->dsl_id)
-		return usage_error("eval", "--dsl is required");
-	if (!dsl_find(a->dsl_id))
-		return usage_error("eval", "unknown DSL '%s' (%s)", a->dsl_id, dsl_choices());
+	const struct dsl *dsl;
+	if (dsl_arg("eval", a->dsl_id, 1, &dsl))
+		return EXIT_USAGE;
 	if (judge_flags_check(&a->judge) < 0)
 		return usage_error("eval", NULL);
 	a->kernel = argv[optind + 1];

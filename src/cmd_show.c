@@ -27,11 +27,9 @@ int cmd_show(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return usage_error("show", "give exactly one problem number");
-	const struct dsl *dsl = dsl_find(dsl_id);
-	if (!dsl_id)
-		return usage_error("show", "--dsl is required");
-	if (!dsl)
-		return usage_error("show", "unknown DSL '%s'", dsl_id);
+	const struct dsl *dsl;
+	if (dsl_arg("show", dsl_id, 1, &dsl))
+		return EXIT_USAGE;
 
 	struct mkb_env env;
 	if (mkb_env_load(&env) < 0) {

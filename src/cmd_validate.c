@@ -108,8 +108,9 @@ static int parse_args(int argc, char **argv, struct validate_args *a)
 	}
 	if (optind < argc)
 		return usage_error("validate", "unexpected argument '%s'", argv[optind]);
-	if (a->dsl_id && !dsl_find(a->dsl_id))
-		return usage_error("validate", "unknown DSL '%s' (%s)", a->dsl_id, dsl_choices());
+	const struct dsl *dsl;
+	if (dsl_arg("validate", a->dsl_id, 0, &dsl))
+		return EXIT_USAGE;
 	if (judge_flags_check(&a->judge) < 0)
 		return usage_error("validate", NULL);
 	if (!a->nworkloads) {

@@ -26,11 +26,9 @@ int cmd_workspace(int argc, char **argv)
 	}
 	if (argc - optind != 2)
 		return usage_error("workspace", "give a problem number and a folder");
-	if (!dsl_id)
-		return usage_error("workspace", "--dsl is required");
-	const struct dsl *dsl = dsl_find(dsl_id);
-	if (!dsl)
-		return usage_error("workspace", "unknown DSL '%s'", dsl_id);
+	const struct dsl *dsl;
+	if (dsl_arg("workspace", dsl_id, 1, &dsl))
+		return EXIT_USAGE;
 	struct mkb_env env;
 	if (mkb_env_load(&env) < 0) {
 		mkb_env_release(&env);

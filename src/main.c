@@ -62,6 +62,15 @@ void mkb_env_release(struct mkb_env *env)
 	env->root = NULL;
 }
 
+int dsl_arg(const char *command, const char *id, int required, const struct dsl **out)
+{
+	*out = NULL;
+	if (!id)
+		return required ? usage_error(command, "--dsl is required") : 0;
+	*out = dsl_find(id);
+	return *out ? 0 : usage_error(command, "unknown DSL '%s' (%s)", id, dsl_choices());
+}
+
 int have_gpu(int index)
 {
 	char dev[64];
