@@ -2,19 +2,29 @@
 speed-of-light floor and its output statistics (developer tool, issue 3).
 
     python tools/catalog_gpu.py --out DIR [--problems 1,2,...] [--workloads visible,heldout]
-                                [--compile] [--timed 20] [--timeout 120] [--inproc]
+                                [--compile] [--timed 20] [--timeout 120] [--inproc | --jobs N]
+                                [--carry OLD/catalog.jsonl]
 
 The ceilings (HBM copy bandwidth, bf16 and fp32 matmul throughput) are
 measured first, in the same run. Each (problem, workload) then runs in its own
 process with a timeout: inputs from a fixed seed, eager median of --timed calls
 after 5 warm-ups (fresh inputs each call, as the judge times), torch.compile
-median likewise (compile time reported apart), output min/max/std/zero share,
-and the correctness allowance of each output against the float64 anchor.
-Writes DIR/catalog.jsonl and DIR/catalog.md (flags: eager < 50 us or > 10 s,
-degenerate outputs) and prints the table.
+median likewise on the visible workload (compile time reported apart), output
+min/max/std/zero share, and the correctness allowance of each output against
+the float64 anchor.
+
+--jobs N runs N such processes at once: they build inputs, trace and compile
+in parallel, and take a file lock for every timed section, so no two time at
+once. A row that ran out of GPU memory next to others is measured again alone.
+--carry fills the pairs this run does not measure from an earlier run's
+catalog.jsonl (flagged "carried"). Writes DIR/catalog.jsonl and DIR/catalog.md
+(flags: eager < 50 us or > 10 s, degenerate outputs) and prints the table.
 """
 import argparse
 import ast
+import concurrent.futures
+import contextlib
+import fcntl
 import glob
 import json
 import operator
@@ -48,14 +58,32 @@ def formula(text, params):
     return float(ev(ast.parse(text, mode="eval")))
 
 
+_LOCK = None  # with --jobs: a file whose flock makes timing exclusive across workers
+
+
+@contextlib.contextmanager
+def timing_lock():
+    """Only one worker times at a time (others may trace and compile meanwhile)."""
+    if _LOCK is None:
+        yield
+        return
+    with open(_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def median_ms(fn, make, warmup, timed, device="cuda"):
     """The judge's procedure: fresh inputs per call, synchronised, median."""
     from mkb_grader.timing import Clock
     clock = Clock(device)
-    for _ in range(warmup):
-        fn(*make())
-        clock.sync()
-    return statistics.median(clock.time_call(fn, make())[1] for _ in range(timed))
+    with timing_lock():
+        for _ in range(warmup):
+            fn(*make())
+            clock.sync()
+        return statistics.median(clock.time_call(fn, make())[1] for _ in range(timed))
 
 
 def measure(problem_dir, workload, timed, do_compile, device="cuda"):
@@ -134,10 +162,15 @@ def run_one(d, wl, args):
         return row
     cmd = [sys.executable, __file__, "--worker", d, wl, "--out", args.out, "--timed", str(args.timed),
            "--device", args.device]
+    if args.jobs > 1:
+        cmd += ["--lock", os.path.join(args.out, "timing.lock")]
     if do_compile:
         cmd.append("--compile")
+    env = dict(os.environ)
+    if args.jobs > 1:  # leave cores for the worker that is timing (Python dispatch counts)
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, (os.cpu_count() or 2) // (args.jobs + 1))))
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
         line = [l for l in r.stdout.splitlines() if l.startswith("{")]
         return json.loads(line[-1]) if line else {"error": (r.stderr or "no output")[-400:]}
     except subprocess.TimeoutExpired:
@@ -192,10 +225,20 @@ def main():
     ap.add_argument("--timed", type=int, default=20)
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--inproc", action="store_true", help="no child process per problem")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="child processes at once; they trace and compile in parallel and time one at a time")
+    ap.add_argument("--carry", default="", help="a catalog.jsonl whose rows fill the (problem, workload) "
+                    "pairs this run does not measure, marked with the run they come from")
     ap.add_argument("--device", default="cuda", help="cpu: a dry run of this script on the smoke workload")
+    ap.add_argument("--problems-dir", default=os.path.join(ROOT, "problems"), help=argparse.SUPPRESS)
     ap.add_argument("--worker", nargs=2)
+    ap.add_argument("--lock", default=None)
     args = ap.parse_args()
+    if args.jobs > 1 and args.inproc:
+        ap.error("--jobs needs child processes; drop --inproc")
     if args.worker:
+        global _LOCK
+        _LOCK = args.lock
         worker(args.worker[0], args.worker[1], args.timed, args.compile, args.device)
         return 0
     import torch
@@ -208,28 +251,54 @@ def main():
                 "fp32_flops_per_s": float("inf")}
     print("ceilings:", json.dumps({k: f"{v:.4g}" for k, v in ceil.items()}), flush=True)
     wanted = {int(x) for x in args.problems.split(",") if x}
-    dirs = sorted(glob.glob(os.path.join(ROOT, "problems", "*", "[0-9][0-9]_*")),
+    dirs = sorted(glob.glob(os.path.join(args.problems_dir, "*", "[0-9][0-9]_*")),
                   key=lambda d: os.path.basename(d))
-    rows = []
-    jsonl = open(os.path.join(args.out, "catalog.jsonl"), "a")
+    tasks = []
     for d in dirs:
         meta = json.load(open(os.path.join(d, "problem.json")))
-        if wanted and meta["number"] not in wanted:
-            continue
-        for wl in args.workloads.split(","):
-            t0 = time.monotonic()
-            row = run_one(d, wl, args)
-            row.update(problem=meta["number"], name=meta["name"], family=meta["family"], workload=wl,
-                       wall_s=round(time.monotonic() - t0, 1))
-            if "error" not in row:
-                row["sol_ms"] = sol_ms(row, ceil, meta.get("dtypes", []))
-            row["flags"] = flags(row)
-            rows.append(row)
-            jsonl.write(json.dumps(row) + "\n")
-            jsonl.flush()
-            print(f"{meta['number']:02d} {wl}: {row.get('eager_ms', '-')} ms {row['flags']} "
-                  f"{row.get('error', '')[-200:]}", flush=True)
-    write_table(rows, ceil, os.path.join(args.out, "catalog.md"))
+        if not wanted or meta["number"] in wanted:
+            tasks += [(d, meta, wl) for wl in args.workloads.split(",")]
+    jsonl = open(os.path.join(args.out, "catalog.jsonl"), "a")
+
+    def one(task):
+        d, meta, wl = task
+        t0 = time.monotonic()
+        row = run_one(d, wl, args)
+        row.update(problem=meta["number"], name=meta["name"], family=meta["family"], workload=wl,
+                   wall_s=round(time.monotonic() - t0, 1))
+        if "error" not in row:
+            row["sol_ms"] = sol_ms(row, ceil, meta.get("dtypes", []))
+        row["flags"] = flags(row)
+        return row
+
+    def record(row):
+        jsonl.write(json.dumps(row) + "\n")
+        jsonl.flush()
+        print(f"{row['problem']:02d} {row['workload']}: {row.get('eager_ms', '-')} ms "
+              f"compiled {row.get('compiled_ms', '-')} {row['flags']} {row.get('error', '')[-200:]}", flush=True)
+
+    rows = {}
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        for row in pool.map(one, tasks):
+            rows[(row["problem"], row["workload"])] = row
+            record(row)
+    if args.jobs > 1:  # parallel workers can exhaust GPU memory together: those rows again, alone
+        again = [t for t in tasks if "out of memory" in rows[(t[1]["number"], t[2])].get("error", "")]
+        args.jobs = 1
+        for t in again:
+            row = one(t)
+            row["retried_alone"] = True
+            rows[(row["problem"], row["workload"])] = row
+            record(row)
+    if args.carry:
+        for line in open(args.carry):
+            old = json.loads(line)
+            key = (old["problem"], old["workload"])
+            if key not in rows:
+                old["carried_from"] = os.path.basename(args.carry)
+                rows[key] = old
+    ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1] != "visible", k[1]))]
+    write_table(ordered, ceil, os.path.join(args.out, "catalog.md"))
     print(open(os.path.join(args.out, "catalog.md")).read())
     return 0
 
@@ -258,7 +327,7 @@ def write_table(rows, ceil, path):
             f.write(f"| {r['problem']:02d} | {r['name']} | {r['workload']} | {fmt(r['eager_ms'])} | "
                     f"{fmt(r.get('compiled_ms'))} | {fmt(r.get('compile_s'), '.1f')} | {fmt(r['sol_ms'], '.4f')} | "
                     f"{r['eager_ms'] / r['sol_ms'] if r['sol_ms'] else float('inf'):.1f} | {outs} | "
-                    f"{', '.join(r['flags'])} |\n")
+                    f"{', '.join(r['flags'] + (['carried'] if 'carried_from' in r else []))} |\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# tools/catalog_gpu.py, the catalog table's script, as a dry run on the CPU
+# (smoke workloads): parallel workers, the timing lock, rows carried over.
+. "$(dirname "$0")/../lib.sh"
+PY=$TOP/build/python
+CAT="$PY $TOP/tools/catalog_gpu.py --device cpu --workloads smoke --timed 2"
+
+expect 'parallel workers give one row per problem, in catalog order, with statistics and allowances' '
+	$CAT --jobs 2 --problems 36,25 --out run >out.txt
+	python3 - <<PY
+import json
+rows = [json.loads(l) for l in open("run/catalog.jsonl")]
+assert sorted(r["problem"] for r in rows) == [25, 36], rows
+for r in rows:
+    assert "error" not in r, r
+    assert r["eager_ms"] > 0 and r["flops"] > 0 and r["bytes"] > 0, r
+    assert all("std" in o for o in r["outputs"]), r
+    assert all(("allowance" in o) == o["dtype"].startswith(("float", "bfloat")) for o in r["outputs"]), r
+PY
+	[ "$(grep -c "^| [0-9][0-9] |" run/catalog.md)" = 2 ]
+	grep "^| [0-9][0-9] |" run/catalog.md | cut -d"|" -f2 | tr -d " " | tr "\n" " " | grep -qx "25 36 "
+	[ -f run/timing.lock ]
+'
+
+expect '--carry fills the pairs not measured from an earlier run, flagged carried' '
+	$CAT --problems 36 --out a >/dev/null
+	$CAT --problems 28 --out b --carry a/catalog.jsonl >/dev/null
+	grep -q "^| 28 | fused_add_rmsnorm | smoke .*|  |$" b/catalog.md
+	grep -q "^| 36 | rmsnorm | smoke .*| carried |$" b/catalog.md
+	[ "$(wc -l <b/catalog.jsonl)" = 1 ]
+'
+
+expect 'a broken reference is an ERROR row, not the end of the run' '
+	mkdir -p probs/mlp_norm && cp -r "$TOP"/problems/mlp_norm/36_rmsnorm probs/mlp_norm/
+	printf "def reference(*a):\n    raise RuntimeError(\"planted\")\n" >>probs/mlp_norm/36_rmsnorm/reference.py
+	$CAT --problems 36 --out c --problems-dir probs >out.txt
+	grep -q "^| 36 | rmsnorm | smoke | - .*planted.* | ERROR |$" c/catalog.md
+'
+
+expect '--jobs with --inproc is refused' '
+	set +e; $CAT --jobs 2 --inproc --out d 2>err.txt; rc=$?; set -e
+	[ $rc = 2 ]
+	grep -q "drop --inproc" err.txt
+'
+finish
