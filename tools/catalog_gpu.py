@@ -16,9 +16,13 @@ the float64 anchor.
 --jobs N runs N such processes at once: they build inputs, trace and compile
 in parallel, and take a file lock for every timed section, so no two time at
 once. A row that ran out of GPU memory next to others is measured again alone.
---carry fills the pairs this run does not measure from an earlier run's
-catalog.jsonl (flagged "carried"). Writes DIR/catalog.jsonl and DIR/catalog.md
-(flags: eager < 50 us or > 10 s, degenerate outputs) and prints the table.
+A row whose torch.compile does not finish within --timeout keeps its eager
+part, with the reason in the flags column. --carry fills the pairs this run
+does not measure, or measured with an error, from an earlier run's rows
+(flagged "carried"). Writes DIR/catalog.jsonl (this run's rows),
+DIR/catalog-all.jsonl (the table's rows, for the next --carry) and
+DIR/catalog.md (flags: eager < 50 us or > 10 s, degenerate outputs) and
+prints the table.
 """
 import argparse
 import ast
@@ -29,6 +33,7 @@ import glob
 import json
 import operator
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -86,8 +91,10 @@ def median_ms(fn, make, warmup, timed, device="cuda"):
         return statistics.median(clock.time_call(fn, make())[1] for _ in range(timed))
 
 
-def measure(problem_dir, workload, timed, do_compile, device="cuda"):
-    """The row of one (problem, workload), as worker() prints it."""
+def measure(problem_dir, workload, timed, do_compile, device="cuda", emit=None):
+    """The row of one (problem, workload), as worker() prints it. emit(row)
+    receives the row once the eager part is done, before torch.compile (which
+    may not finish: loops over sequences unroll or recompile per length)."""
     import torch
     from mkb_grader import correctness, numerics
     from mkb_grader.problem import Problem
@@ -130,20 +137,35 @@ def measure(problem_dir, workload, timed, do_compile, device="cuda"):
         if device == "cuda":
             row["peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
     if do_compile:
+        if emit:
+            emit(row)
         torch._dynamo.config.cache_size_limit = 64
         compiled = torch.compile(p.reference)
         t0 = time.monotonic()
-        with numerics.strict():
-            compiled(*make())
-            if device == "cuda":
-                torch.cuda.synchronize()
-            row["compile_s"] = round(time.monotonic() - t0, 2)
-            row["compiled_ms"] = median_ms(compiled, make, 3, timed, device)
+        try:
+            with numerics.strict():
+                compiled(*make())
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                row["compile_s"] = round(time.monotonic() - t0, 2)
+                row["compiled_ms"] = median_ms(compiled, make, 3, timed, device)
+        except Exception as exc:  # the eager row stands; say why there is no compiled time
+            row["compile_error"] = f"{type(exc).__name__}: {exc}"[-300:]
     return row
 
 
 def worker(problem_dir, workload, timed, do_compile, device):
-    print(json.dumps(measure(problem_dir, workload, timed, do_compile, device)), flush=True)
+    def emit(row):
+        print(json.dumps(row), flush=True)
+    emit(measure(problem_dir, workload, timed, do_compile, device, emit))
+
+
+def last_row(stdout):
+    """The last JSON row a worker printed (the eager part, if it got no further)."""
+    if isinstance(stdout, bytes):
+        stdout = stdout.decode("utf-8", "replace")
+    rows = [l for l in (stdout or "").splitlines() if l.startswith("{")]
+    return json.loads(rows[-1]) if rows else None
 
 
 def run_one(d, wl, args):
@@ -169,12 +191,20 @@ def run_one(d, wl, args):
     env = dict(os.environ)
     if args.jobs > 1:  # leave cores for the worker that is timing (Python dispatch counts)
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, (os.cpu_count() or 2) // (args.jobs + 1))))
+    # Own process group: on a timeout the worker's compile processes go with it.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
-        line = [l for l in r.stdout.splitlines() if l.startswith("{")]
-        return json.loads(line[-1]) if line else {"error": (r.stderr or "no output")[-400:]}
+        out, err = proc.communicate(timeout=args.timeout)
+        return last_row(out) or {"error": (err or "no output")[-400:]}
     except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {args.timeout:.0f} s"}
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        row = last_row(out)
+        if row is None or not do_compile or "compile_s" in row:
+            return {"error": f"timed out after {args.timeout:.0f} s"}
+        row["compile_error"] = f"torch.compile did not finish within the {args.timeout:.0f} s per row"
+        return row
 
 
 def ceilings():
@@ -294,10 +324,15 @@ def main():
         for line in open(args.carry):
             old = json.loads(line)
             key = (old["problem"], old["workload"])
-            if key not in rows:
+            new = rows.get(key)
+            if new is None or ("error" in new and "error" not in old):
                 old["carried_from"] = os.path.basename(args.carry)
+                if new is not None:  # this run got nothing: keep the old row, say what happened
+                    old["rerun_error"] = new["error"]
                 rows[key] = old
     ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1] != "visible", k[1]))]
+    with open(os.path.join(args.out, "catalog-all.jsonl"), "w") as f:  # the table's rows, for a later --carry
+        f.writelines(json.dumps(r) + "\n" for r in ordered)
     write_table(ordered, ceil, os.path.join(args.out, "catalog.md"))
     print(open(os.path.join(args.out, "catalog.md")).read())
     return 0
@@ -324,10 +359,15 @@ def write_table(rows, ceil, path):
                 f"{o['dtype']} {o['shape']} {fmt(o.get('min'), '.3g')}..{fmt(o.get('max'), '.3g')} "
                 f"{fmt(o.get('std'), '.3g')} {fmt(o.get('zeros'), '.2f')} {fmt(o.get('allowance'), '.2g')}"
                 for o in r["outputs"])
+            notes = list(r["flags"])
+            if "compile_error" in r:
+                notes.append("compile: " + r["compile_error"][-120:].replace("|", "/").replace(chr(10), " "))
+            if "carried_from" in r:
+                notes.append("carried")
             f.write(f"| {r['problem']:02d} | {r['name']} | {r['workload']} | {fmt(r['eager_ms'])} | "
                     f"{fmt(r.get('compiled_ms'))} | {fmt(r.get('compile_s'), '.1f')} | {fmt(r['sol_ms'], '.4f')} | "
                     f"{r['eager_ms'] / r['sol_ms'] if r['sol_ms'] else float('inf'):.1f} | {outs} | "
-                    f"{', '.join(r['flags'] + (['carried'] if 'carried_from' in r else []))} |\n")
+                    f"{', '.join(notes)} |\n")
 
 
 if __name__ == "__main__":

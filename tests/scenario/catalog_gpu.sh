@@ -37,6 +37,24 @@ expect 'a broken reference is an ERROR row, not the end of the run' '
 	grep -q "^| 36 | rmsnorm | smoke | - .*planted.* | ERROR |$" c/catalog.md
 '
 
+expect 'a torch.compile that does not finish keeps the eager row, with the reason' '
+	mkdir -p slow/mlp_norm && cp -r "$TOP"/problems/mlp_norm/36_rmsnorm slow/mlp_norm/
+	python3 -c "import json,sys; f=sys.argv[1]; d=json.load(open(f)); d[\"workloads\"][\"visible\"]=d[\"workloads\"][\"smoke\"]; json.dump(d, open(f, \"w\"))" slow/mlp_norm/36_rmsnorm/problem.json
+	cat >>slow/mlp_norm/36_rmsnorm/reference.py <<PY
+
+import time as _time
+_eager = reference
+
+
+def reference(*a):
+    if torch.compiler.is_compiling():  # only the traced call sleeps
+        _time.sleep(600)
+    return _eager(*a)
+PY
+	$CAT --problems 36 --workloads visible --compile --timeout 45 --out e --problems-dir slow >out.txt
+	grep -q "^| 36 | rmsnorm | visible | [0-9.]* | - | - | .*compile: torch.compile did not finish within the 45 s per row |$" e/catalog.md
+'
+
 expect '--jobs with --inproc is refused' '
 	set +e; $CAT --jobs 2 --inproc --out d 2>err.txt; rc=$?; set -e
 	[ $rc = 2 ]
