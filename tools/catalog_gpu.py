@@ -150,7 +150,7 @@ def measure(problem_dir, workload, timed, do_compile, device="cuda", emit=None):
                 row["compile_s"] = round(time.monotonic() - t0, 2)
                 row["compiled_ms"] = median_ms(compiled, make, 3, timed, device)
         except Exception as exc:  # the eager row stands; say why there is no compiled time
-            row["compile_error"] = f"{type(exc).__name__}: {exc}"[-300:]
+            row["compile_error"] = summary(f"{type(exc).__name__}: {exc}")
     return row
 
 
@@ -158,6 +158,14 @@ def worker(problem_dir, workload, timed, do_compile, device):
     def emit(row):
         print(json.dumps(row), flush=True)
     emit(measure(problem_dir, workload, timed, do_compile, device, emit))
+
+
+def summary(text):
+    """One line for a table: the last 'SomethingError: message' line of a
+    traceback or exception text, else its last line."""
+    lines = [l.strip() for l in (text or "").splitlines() if l.strip()]
+    named = [l for l in lines if l.split(":")[0].split(".")[-1].endswith(("Error", "Exception"))]
+    return ((named or lines or ["no output"])[-1])[:240]
 
 
 def last_row(stdout):
@@ -177,7 +185,7 @@ def run_one(d, wl, args):
         try:
             row = measure(d, wl, args.timed, do_compile, args.device)
         except Exception as exc:  # a broken reference must not end the run
-            row = {"error": f"{type(exc).__name__}: {exc}"[-400:]}
+            row = {"error": summary(f"{type(exc).__name__}: {exc}")}
         if args.device == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
@@ -196,7 +204,7 @@ def run_one(d, wl, args):
                             start_new_session=True)
     try:
         out, err = proc.communicate(timeout=args.timeout)
-        return last_row(out) or {"error": (err or "no output")[-400:]}
+        return last_row(out) or {"error": summary(err)}
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
@@ -259,6 +267,8 @@ def main():
                     help="child processes at once; they trace and compile in parallel and time one at a time")
     ap.add_argument("--carry", default="", help="a catalog.jsonl whose rows fill the (problem, workload) "
                     "pairs this run does not measure, marked with the run they come from")
+    ap.add_argument("--merge", nargs="+", metavar="JSONL", help="measure nothing: one table from the rows "
+                    "of these runs, oldest first (later rows win as with --carry)")
     ap.add_argument("--device", default="cuda", help="cpu: a dry run of this script on the smoke workload")
     ap.add_argument("--problems-dir", default=os.path.join(ROOT, "problems"), help=argparse.SUPPRESS)
     ap.add_argument("--worker", nargs=2)
@@ -266,6 +276,8 @@ def main():
     args = ap.parse_args()
     if args.jobs > 1 and args.inproc:
         ap.error("--jobs needs child processes; drop --inproc")
+    if args.merge:
+        return merge(args.merge, args.out)
     if args.worker:
         global _LOCK
         _LOCK = args.lock
@@ -321,20 +333,54 @@ def main():
             rows[(row["problem"], row["workload"])] = row
             record(row)
     if args.carry:
-        for line in open(args.carry):
-            old = json.loads(line)
-            key = (old["problem"], old["workload"])
-            new = rows.get(key)
-            if new is None or ("error" in new and "error" not in old):
-                old["carried_from"] = os.path.basename(args.carry)
-                if new is not None:  # this run got nothing: keep the old row, say what happened
-                    old["rerun_error"] = new["error"]
-                rows[key] = old
+        carry(rows, args.carry)
+    finish(rows, ceil, args.out)
+    return 0
+
+
+def run_label(path):
+    """How a table names the run a row comes from: its file, or its folder
+    when the file has the script's own name."""
+    name = os.path.basename(path)
+    if name.startswith("catalog"):
+        name = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    return name.removesuffix(".jsonl")
+
+
+def carry(rows, path):
+    """Fill rows (keyed by (problem, workload)) from an earlier run's jsonl:
+    pairs not measured, and pairs whose new row is an error (the old row
+    stays, with the new error attached)."""
+    for line in open(path):
+        old = json.loads(line)
+        key = (old["problem"], old["workload"])
+        new = rows.get(key)
+        if new is None or ("error" in new and "error" not in old):
+            old.setdefault("carried_from", run_label(path))
+            if new is not None:
+                old["rerun_error"] = new["error"]
+            rows[key] = old
+
+
+def finish(rows, ceil, out):
     ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1] != "visible", k[1]))]
-    with open(os.path.join(args.out, "catalog-all.jsonl"), "w") as f:  # the table's rows, for a later --carry
+    with open(os.path.join(out, "catalog-all.jsonl"), "w") as f:  # the table's rows, for a later --carry
         f.writelines(json.dumps(r) + "\n" for r in ordered)
-    write_table(ordered, ceil, os.path.join(args.out, "catalog.md"))
-    print(open(os.path.join(args.out, "catalog.md")).read())
+    write_table(ordered, ceil, os.path.join(out, "catalog.md"))
+    print(open(os.path.join(out, "catalog.md")).read())
+
+
+def merge(paths, out):
+    """--merge: no measuring; the rows of several runs, the latest winning as
+    --carry decides, rendered as one table."""
+    rows = {}
+    for path in reversed(paths):  # the latest first; each earlier file only fills in
+        carry(rows, path)
+    for r in rows.values():  # the latest file's rows are not "carried"
+        if r.get("carried_from") == run_label(paths[-1]):
+            del r["carried_from"]
+    os.makedirs(out, exist_ok=True)
+    finish(rows, None, out)
     return 0
 
 
@@ -344,9 +390,12 @@ def fmt(x, spec=".3f"):
 
 def write_table(rows, ceil, path):
     with open(path, "w") as f:
-        f.write(f"Ceilings measured in this run: HBM copy {ceil['hbm_bytes_per_s'] / 1e12:.2f} TB/s, "
-                f"bf16 matmul {ceil['bf16_flops_per_s'] / 1e12:.0f} TFLOP/s, "
-                f"fp32 matmul {ceil['fp32_flops_per_s'] / 1e12:.1f} TFLOP/s\n\n")
+        if ceil is None:
+            f.write("Rows merged from several runs; each row's SOL ms uses the ceilings its own run measured.\n\n")
+        else:
+            f.write(f"Ceilings measured in this run: HBM copy {ceil['hbm_bytes_per_s'] / 1e12:.2f} TB/s, "
+                    f"bf16 matmul {ceil['bf16_flops_per_s'] / 1e12:.0f} TFLOP/s, "
+                    f"fp32 matmul {ceil['fp32_flops_per_s'] / 1e12:.1f} TFLOP/s\n\n")
         f.write("| # | name | workload | eager ms | compiled ms | compile s | SOL ms | eager/SOL | "
                 "outputs: dtype [shape] min..max std zeros allowance | flags |\n")
         f.write("|---|---|---|---|---|---|---|---|---|---|\n")
@@ -362,8 +411,10 @@ def write_table(rows, ceil, path):
             notes = list(r["flags"])
             if "compile_error" in r:
                 notes.append("compile: " + r["compile_error"][-120:].replace("|", "/").replace(chr(10), " "))
+            if "rerun_error" in r:
+                notes.append("a later run failed: " + r["rerun_error"][-100:].replace("|", "/").replace(chr(10), " "))
             if "carried_from" in r:
-                notes.append("carried")
+                notes.append(f"from {r['carried_from']}")
             f.write(f"| {r['problem']:02d} | {r['name']} | {r['workload']} | {fmt(r['eager_ms'])} | "
                     f"{fmt(r.get('compiled_ms'))} | {fmt(r.get('compile_s'), '.1f')} | {fmt(r['sol_ms'], '.4f')} | "
                     f"{r['eager_ms'] / r['sol_ms'] if r['sol_ms'] else float('inf'):.1f} | {outs} | "

@@ -22,11 +22,11 @@ PY
 	[ -f run/timing.lock ]
 '
 
-expect '--carry fills the pairs not measured from an earlier run, flagged carried' '
+expect '--carry fills the pairs not measured from an earlier run, flagged with its run' '
 	$CAT --problems 36 --out a >/dev/null
 	$CAT --problems 28 --out b --carry a/catalog.jsonl >/dev/null
 	grep -q "^| 28 | fused_add_rmsnorm | smoke .*|  |$" b/catalog.md
-	grep -q "^| 36 | rmsnorm | smoke .*| carried |$" b/catalog.md
+	grep -q "^| 36 | rmsnorm | smoke .*| from a |$" b/catalog.md
 	[ "$(wc -l <b/catalog.jsonl)" = 1 ]
 '
 
@@ -53,6 +53,18 @@ def reference(*a):
 PY
 	$CAT --problems 36 --workloads visible --compile --timeout 45 --out e --problems-dir slow >out.txt
 	grep -q "^| 36 | rmsnorm | visible | [0-9.]* | - | - | .*compile: torch.compile did not finish within the 45 s per row |$" e/catalog.md
+'
+
+expect '--merge renders one table from several runs, the latest winning, errors never replacing rows' '
+	$CAT --problems 36,28 --out m1 >/dev/null
+	$CAT --problems 36 --out m2 >/dev/null
+	printf "{\"problem\": 28, \"workload\": \"smoke\", \"name\": \"fused_add_rmsnorm\", \"error\": \"planted\", \"flags\": [\"ERROR\"]}\n" >m3.jsonl
+	$CAT --merge m1/catalog.jsonl m2/catalog.jsonl m3.jsonl --out merged >/dev/null
+	grep -q "^| 36 | rmsnorm | smoke .*| from m2 |$" merged/catalog.md
+	grep -q "^| 28 | fused_add_rmsnorm | smoke | [0-9.]* .*a later run failed: planted, from m1 |$" merged/catalog.md
+	[ "$(wc -l <merged/catalog-all.jsonl)" = 2 ]
+	e36=$(python3 -c "import json; print([json.loads(l)[\"eager_ms\"] for l in open(\"m2/catalog.jsonl\")][0])")
+	grep -q "^| 36 | rmsnorm | smoke | $(printf %.3f "$e36") |" merged/catalog.md
 '
 
 expect '--jobs with --inproc is refused' '
