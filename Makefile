@@ -3,12 +3,14 @@
 CC ?= cc
 PKGS := jansson sqlite3
 # Overridable where pkg-config or the -dev packages are missing (the GPU machine).
+# Expanded late (=, not :=): on a fresh machine the packages are installed by
+# the $(DEBS_STAMP) prerequisite, after make has read this file.
 PKG_CFLAGS ?= $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS ?= $(shell pkg-config --libs $(PKGS))
-CFLAGS_BASE := -std=c17 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \
+CFLAGS_BASE = -std=c17 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \
 	-Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral -Wvla \
 	$(PKG_CFLAGS)
-LDLIBS := $(PKG_LIBS) -lm
+LDLIBS = $(PKG_LIBS) -lm
 CFLAGS ?= -O2 -g
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -17,17 +19,25 @@ LIB_SRCS := $(filter-out src/main.c src/cmd_%.c,$(SRCS))
 HDRS := $(wildcard src/*.h)
 TEST_SRCS := $(wildcard tests/unit/*.c)
 
+# The Debian packages the C build needs (tools/bootstrap.sh --debs); set
+# DEBS_STAMP= where they cannot be installed and PKG_* point elsewhere.
+DEBS_STAMP ?= build/.debs
+
 all: build/mkb build/python
 
-build/mkb: $(SRCS) $(HDRS) Makefile
+build/.debs: tools/bootstrap.sh
+	@mkdir -p build
+	tools/bootstrap.sh --debs && touch $@
+
+build/mkb: $(SRCS) $(HDRS) Makefile | $(DEBS_STAMP)
 	@mkdir -p build
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -o $@ $(SRCS) $(LDLIBS)
 
-build/asan/mkb: $(SRCS) $(HDRS) Makefile
+build/asan/mkb: $(SRCS) $(HDRS) Makefile | $(DEBS_STAMP)
 	@mkdir -p build/asan
 	$(CC) $(CFLAGS_BASE) -O1 -g $(SAN) -o $@ $(SRCS) $(LDLIBS)
 
-build/asan/unit: $(LIB_SRCS) $(TEST_SRCS) $(HDRS) tests/unit/unit.h Makefile
+build/asan/unit: $(LIB_SRCS) $(TEST_SRCS) $(HDRS) tests/unit/unit.h Makefile | $(DEBS_STAMP)
 	@mkdir -p build/asan
 	$(CC) $(CFLAGS_BASE) -Isrc -Itests/unit -DMKB_SOURCE_ROOT=\"$(CURDIR)\" -O1 -g $(SAN) -o $@ $(LIB_SRCS) $(TEST_SRCS) $(LDLIBS)
 

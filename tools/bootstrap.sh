@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what mkb needs on a fresh Debian machine of the developers' kind:
 # the C build's -dev packages and the grader's Python venv (torch on the CPU).
-# Idempotent and quiet when everything is present. Prints the venv's path last.
+# Idempotent and quiet when everything is present. Prints the venv's path last;
+# with --debs, installs the Debian packages only.
 #
 # The venv lives outside the clone, keyed by the requirements file's hash, so
 # CI runs on the same machine reuse it:  ${MKB_CACHE:-~/.cache/mkb}/venv-<hash>
@@ -20,6 +21,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 	$sudo_cmd apt-get update -qq >&2
 	DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >&2
 fi
+
+[ "${1:-}" = --debs ] && exit 0 # only the packages (the C build needs them first)
 
 req="$here/grader/requirements.txt"
 hash=$(sha256sum "$req" | cut -c1-16)

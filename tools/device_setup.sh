@@ -60,7 +60,7 @@ fi
 mkdir -p build/devlib
 ln -sf "$(ldconfig -p | awk '/libjansson.so.4 /{print $NF; exit}')" build/devlib/libjansson.so
 ln -sf "$(ldconfig -p | awk '/libsqlite3.so.0 /{print $NF; exit}')" build/devlib/libsqlite3.so
-make -s build/mkb PKG_CFLAGS="-I.stage/include" PKG_LIBS="-Lbuild/devlib -ljansson -lsqlite3"
+make -s build/mkb DEBS_STAMP= PKG_CFLAGS="-I.stage/include" PKG_LIBS="-Lbuild/devlib -ljansson -lsqlite3"
 . tools/device_env.sh
 "$MKB_PYTHON" - <<'PY'
 import importlib.metadata as md
