@@ -43,7 +43,7 @@ build/asan/unit: $(LIB_SRCS) $(TEST_SRCS) $(HDRS) tests/unit/unit.h Makefile | $
 
 # The grader's Python (a venv with torch, cached outside the clone). A
 # wrapper script, not a link: a venv is recognised by the path it is run by.
-build/python: grader/requirements.txt tools/bootstrap.sh
+build/python: grader/requirements.txt tools/bootstrap.sh | $(DEBS_STAMP)
 	@mkdir -p build
 	venv=$$(tools/bootstrap.sh) && printf '#!/bin/sh\nexec "%s/bin/python" "$$@"\n' "$$venv" > $@.tmp
 	chmod +x $@.tmp && mv $@.tmp $@
