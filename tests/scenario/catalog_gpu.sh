@@ -37,6 +37,17 @@ expect 'a broken reference is an ERROR row, not the end of the run' '
 	grep -q "^| 36 | rmsnorm | smoke | - .*planted.* | ERROR |$" c/catalog.md
 '
 
+expect '--compile times torch.compile on the workloads asked for, beside eager' '
+	$CAT --problems 36 --compile --compile-workloads smoke --out k >/dev/null
+	python3 -c "
+import json
+r = [json.loads(l) for l in open(\"k/catalog.jsonl\")][0]
+assert r[\"compiled_ms\"] > 0 and r[\"compile_s\"] > 0 and r[\"eager_ms\"] > 0, r
+assert \"compile_error\" not in r, r
+"
+	grep -q "^| 36 | rmsnorm | smoke | [0-9.]* | [0-9.]* | [0-9.]* |" k/catalog.md
+'
+
 expect 'a torch.compile that does not finish keeps the eager row, with the reason' '
 	mkdir -p slow/mlp_norm && cp -r "$TOP"/problems/mlp_norm/36_rmsnorm slow/mlp_norm/
 	python3 -c "import json,sys; f=sys.argv[1]; d=json.load(open(f)); d[\"workloads\"][\"visible\"]=d[\"workloads\"][\"smoke\"]; json.dump(d, open(f, \"w\"))" slow/mlp_norm/36_rmsnorm/problem.json
