@@ -205,15 +205,18 @@ def run_one(d, wl, args):
                             start_new_session=True)
     try:
         out, err = proc.communicate(timeout=args.timeout)
-        return last_row(out) or {"error": summary(err)}
+        why, why_compile = summary(err), "the worker died in torch.compile: " + summary(err)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        row = last_row(out)
-        if row is None or not do_compile or "compile_s" in row:
-            return {"error": f"timed out after {args.timeout:.0f} s"}
-        row["compile_error"] = f"torch.compile did not finish within the {args.timeout:.0f} s per row"
-        return row
+        why = f"timed out after {args.timeout:.0f} s"
+        why_compile = f"torch.compile did not finish within the {args.timeout:.0f} s per row"
+    row = last_row(out)
+    if row is None:
+        return {"error": why}
+    if do_compile and "compiled_ms" not in row and "compile_error" not in row:  # only the eager part came
+        row["compile_error"] = why_compile
+    return row
 
 
 def ceilings():
@@ -376,12 +379,9 @@ def finish(rows, ceil, out):
 def merge(paths, out):
     """--merge: no measuring; the rows of several runs, the latest winning as
     --carry decides, rendered as one table."""
-    rows = {}
-    for path in reversed(paths):  # the latest first; each earlier file only fills in
+    rows = {(r["problem"], r["workload"]): r for r in map(json.loads, open(paths[-1]))}
+    for path in reversed(paths[:-1]):  # each earlier file only fills in
         carry(rows, path)
-    for r in rows.values():  # the latest file's rows are not "carried"
-        if r.get("carried_from") == run_label(paths[-1]):
-            del r["carried_from"]
     os.makedirs(out, exist_ok=True)
     finish(rows, None, out)
     return 0

@@ -66,6 +66,25 @@ PY
 	grep -q "^| 36 | rmsnorm | visible | [0-9.]* | - | - | .*compile: torch.compile did not finish within the 45 s per row |$" e/catalog.md
 '
 
+expect 'a worker that dies in torch.compile keeps the eager row, with why' '
+	mkdir -p dies/mlp_norm && cp -r "$TOP"/problems/mlp_norm/36_rmsnorm dies/mlp_norm/
+	cat >>dies/mlp_norm/36_rmsnorm/reference.py <<PY
+
+import os as _os
+import sys as _sys
+_eager = reference
+
+
+def reference(*a):
+    if torch.compiler.is_compiling():  # only the traced call dies
+        print("RuntimeError: planted death in compile", file=_sys.stderr, flush=True)
+        _os._exit(3)
+    return _eager(*a)
+PY
+	$CAT --problems 36 --compile --compile-workloads smoke --out f --problems-dir dies >out.txt
+	grep -q "^| 36 | rmsnorm | smoke | [0-9.]* | - | - | .*compile: the worker died in torch.compile: RuntimeError: planted death in compile |$" f/catalog.md
+'
+
 expect '--merge renders one table from several runs, the latest winning, errors never replacing rows' '
 	$CAT --problems 36,28 --out m1 >/dev/null
 	$CAT --problems 36 --out m2 >/dev/null
