@@ -248,10 +248,11 @@ def flags(row):
     f = []
     if "error" in row:
         return ["ERROR"]
-    if row["eager_ms"] < 0.05:
-        f.append("eager < 50 us")
-    if row["eager_ms"] > 10_000:
-        f.append("eager > 10 s")
+    if row["workload"] != "smoke":  # smoke is tiny on purpose: CPU tests only
+        if row["eager_ms"] < 0.05:
+            f.append("eager < 50 us")
+        if row["eager_ms"] > 10_000:
+            f.append("eager > 10 s")
     for o in row["outputs"]:
         if "std" in o and (o["std"] == 0 or o["zeros"] > 0.9):
             f.append(f"output {o['output']} degenerate")
@@ -387,6 +388,13 @@ def merge(paths, out):
     return 0
 
 
+def cell(text, limit):
+    """Text for one table cell: one line, no column bars, at most limit
+    characters; the start is kept (summary() already chose the telling line)."""
+    text = " ".join(str(text).replace("|", "/").split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def fmt(x, spec=".3f"):
     return "-" if x is None else format(x, spec)
 
@@ -405,7 +413,7 @@ def write_table(rows, ceil, path):
         for r in rows:
             if "error" in r:
                 f.write(f"| {r['problem']:02d} | {r['name']} | {r['workload']} | - | - | - | - | - | "
-                        f"{r['error'][-150:].replace('|', '/').replace(chr(10), ' ')} | ERROR |\n")
+                        f"{cell(r['error'], 150)} | ERROR |\n")
                 continue
             outs = "; ".join(
                 f"{o['dtype']} {o['shape']} {fmt(o.get('min'), '.3g')}..{fmt(o.get('max'), '.3g')} "
@@ -413,9 +421,9 @@ def write_table(rows, ceil, path):
                 for o in r["outputs"])
             notes = list(r["flags"])
             if "compile_error" in r:
-                notes.append("compile: " + r["compile_error"][-120:].replace("|", "/").replace(chr(10), " "))
+                notes.append("compile: " + cell(r["compile_error"], 120))
             if "rerun_error" in r:
-                notes.append("a later run failed: " + r["rerun_error"][-100:].replace("|", "/").replace(chr(10), " "))
+                notes.append("a later run failed: " + cell(r["rerun_error"], 120))
             if "carried_from" in r:
                 notes.append(f"from {r['carried_from']}")
             f.write(f"| {r['problem']:02d} | {r['name']} | {r['workload']} | {fmt(r['eager_ms'])} | "
