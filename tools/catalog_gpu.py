@@ -11,8 +11,11 @@ measured first, in the same run. Each (problem, workload) then runs in its own
 process with a timeout: inputs from a fixed seed, eager median of --timed calls
 after 5 warm-ups (fresh inputs each call, as the judge times), torch.compile
 median likewise on the --compile-workloads (default: visible; compile time
-reported apart), output min/max/std/zero share, and the correctness allowance
-of each output against the float64 anchor.
+reported apart; torch.compile and dynamo with torch's default settings, its
+graph count, graph breaks and any hit of dynamo's recompile limit noted),
+output min/max/std/zero share, and the correctness allowance of each output
+against the float64 anchor. What a worker wrote to stderr (a failed compile's
+whole traceback) is kept in DIR/logs/.
 
 --jobs N runs N such processes at once: they build inputs, trace and compile
 in parallel, and take a file lock for every timed section, so no two time at
@@ -39,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "grader"))
@@ -140,7 +144,10 @@ def measure(problem_dir, workload, timed, do_compile, device="cuda", emit=None):
     if do_compile:
         if emit:
             emit(row)
-        torch._dynamo.config.cache_size_limit = 64
+        # torch's defaults throughout, as a user gets them: among them dynamo's
+        # recompile limit (8 per frame), past which a frame runs eagerly.
+        from torch._dynamo.utils import counters
+        counters.clear()
         compiled = torch.compile(p.reference)
         t0 = time.monotonic()
         try:
@@ -151,7 +158,10 @@ def measure(problem_dir, workload, timed, do_compile, device="cuda", emit=None):
                 row["compile_s"] = round(time.monotonic() - t0, 2)
                 row["compiled_ms"] = median_ms(compiled, make, 3, timed, device)
         except Exception as exc:  # the eager row stands; say why there is no compiled time
+            traceback.print_exc()  # whole, into the worker's log
             row["compile_error"] = summary(f"{type(exc).__name__}: {exc}")
+        row["graphs"] = counters["stats"]["unique_graphs"]
+        row["graph_breaks"] = sum(counters["graph_break"].values())
     return row
 
 
@@ -175,6 +185,19 @@ def last_row(stdout):
         stdout = stdout.decode("utf-8", "replace")
     rows = [l for l in (stdout or "").splitlines() if l.startswith("{")]
     return json.loads(rows[-1]) if rows else None
+
+
+_WORKERS = set()  # live worker processes, each the leader of its own process group
+
+
+def stop_workers(signum, _frame):
+    """SIGTERM/SIGINT (e.g. `timeout` around a run): the workers' process
+    groups go too, so no compile outlives the run and holds the GPU; the
+    rows written so far stay in catalog.jsonl."""
+    for proc in list(_WORKERS):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    os._exit(128 + signum)  # not sys.exit: the pool would go on starting the queued rows
 
 
 def run_one(d, wl, args):
@@ -203,17 +226,26 @@ def run_one(d, wl, args):
     # Own process group: on a timeout the worker's compile processes go with it.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
+    _WORKERS.add(proc)
     try:
         out, err = proc.communicate(timeout=args.timeout)
         why, why_compile = summary(err), "the worker died in torch.compile: " + summary(err)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+        out, err = proc.communicate()
         why = f"timed out after {args.timeout:.0f} s"
         why_compile = f"torch.compile did not finish within the {args.timeout:.0f} s per row"
+    finally:
+        _WORKERS.discard(proc)
+    if err.strip():  # the whole of what the worker said, for a row that needs a closer look
+        os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
+        with open(os.path.join(args.out, "logs", f"{os.path.basename(d)}-{wl}.txt"), "w") as f:
+            f.write(err)
     row = last_row(out)
     if row is None:
         return {"error": why}
+    if "torch._dynamo hit config." in err:  # dynamo's warning that a frame went eager for good
+        row["recompile_limit"] = True
     if do_compile and "compiled_ms" not in row and "compile_error" not in row:  # only the eager part came
         row["compile_error"] = why_compile
     return row
@@ -291,6 +323,8 @@ def main():
         worker(args.worker[0], args.worker[1], args.timed, args.compile, args.device)
         return 0
     import torch
+    signal.signal(signal.SIGTERM, stop_workers)
+    signal.signal(signal.SIGINT, stop_workers)
     os.makedirs(args.out, exist_ok=True)
     if args.device == "cuda":
         ceil = ceilings()
@@ -328,7 +362,9 @@ def main():
 
     rows = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        for row in pool.map(one, tasks):
+        # Each row is written as it finishes: a run stopped from outside keeps them all.
+        for fut in concurrent.futures.as_completed([pool.submit(one, t) for t in tasks]):
+            row = fut.result()
             rows[(row["problem"], row["workload"])] = row
             record(row)
     if args.jobs > 1:  # parallel workers can exhaust GPU memory together: those rows again, alone
@@ -420,6 +456,10 @@ def write_table(rows, ceil, path):
                 f"{fmt(o.get('std'), '.3g')} {fmt(o.get('zeros'), '.2f')} {fmt(o.get('allowance'), '.2g')}"
                 for o in r["outputs"])
             notes = list(r["flags"])
+            if r.get("graph_breaks"):
+                notes.append(f"compile: {r['graphs']} graphs, {r['graph_breaks']} graph breaks")
+            if r.get("recompile_limit"):
+                notes.append("compile: dynamo's recompile limit reached, a frame ran eagerly after it")
             if "compile_error" in r:
                 notes.append("compile: " + cell(r["compile_error"], 120))
             if "rerun_error" in r:

@@ -66,6 +66,29 @@ PY
 	grep -q "^| 36 | rmsnorm | visible | [0-9.]* | - | - | .*compile: torch.compile did not finish within the 45 s per row |$" e/catalog.md
 '
 
+expect 'SIGTERM ends the run and its workers; the rows finished so far stay' '
+	mkdir -p stop/mlp_norm && cp -r "$TOP"/problems/mlp_norm/36_rmsnorm "$TOP"/problems/mlp_norm/28_* stop/mlp_norm/
+	cat >>stop/mlp_norm/36_rmsnorm/reference.py <<PY
+
+import time as _time
+
+
+def reference(*a):
+    _time.sleep(600)  # planted hang
+PY
+	$CAT --problems 28,36 --jobs 2 --out s --problems-dir stop >out.txt 2>&1 &
+	pid=$!
+	for _ in $(seq 120); do grep -q "\"problem\": 28" s/catalog.jsonl 2>/dev/null && break; sleep 1; done
+	grep -q "\"problem\": 28" s/catalog.jsonl
+	pgrep -f "stop/mlp_norm/36_rmsnorm" >/dev/null
+	kill -TERM $pid
+	set +e; wait $pid; rc=$?; set -e
+	[ $rc = 143 ]
+	sleep 1
+	! pgrep -f "stop/mlp_norm/36_rmsnorm" >/dev/null
+	[ "$(wc -l <s/catalog.jsonl)" = 1 ]
+'
+
 expect 'a worker that dies in torch.compile keeps the eager row, with why' '
 	mkdir -p dies/mlp_norm && cp -r "$TOP"/problems/mlp_norm/36_rmsnorm dies/mlp_norm/
 	cat >>dies/mlp_norm/36_rmsnorm/reference.py <<PY
@@ -83,6 +106,51 @@ def reference(*a):
 PY
 	$CAT --problems 36 --compile --compile-workloads smoke --out f --problems-dir dies >out.txt
 	grep -q "^| 36 | rmsnorm | smoke | [0-9.]* | - | - | .*compile: the worker died in torch.compile: RuntimeError: planted death in compile |$" f/catalog.md
+	grep -q "planted death in compile" f/logs/36_rmsnorm-smoke.txt
+'
+
+expect 'a compile that raises keeps its traceback in the log; graph breaks are counted and noted' '
+	mkdir -p brk/mlp_norm && cp -r "$TOP"/problems/mlp_norm/36_rmsnorm brk/mlp_norm/
+	cat >>brk/mlp_norm/36_rmsnorm/reference.py <<PY
+
+_eager = reference
+
+
+def reference(*a):
+    y = _eager(*a)
+    torch._dynamo.graph_break()
+    return y * 1
+PY
+	mkdir -p bad/mlp_norm && cp -r "$TOP"/problems/mlp_norm/36_rmsnorm bad/mlp_norm/
+	cat >>bad/mlp_norm/36_rmsnorm/reference.py <<PY
+
+_eager = reference
+
+
+@torch.library.custom_op("mkbtest::planted", mutates_args=())
+def _planted(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@_planted.register_fake
+def _planted_failure(x):  # runs only when torch.compile traces
+    raise ValueError("planted failure in compile")
+
+
+def reference(*a):
+    return _planted(_eager(*a))
+PY
+	$CAT --problems 36 --compile --compile-workloads smoke --out g --problems-dir brk >/dev/null
+	python3 -c "
+import json
+r = [json.loads(l) for l in open(\"g/catalog.jsonl\")][0]
+assert r[\"compiled_ms\"] > 0 and r[\"graph_breaks\"] == 1 and r[\"graphs\"] == 2, r
+"
+	grep -q "^| 36 | rmsnorm | smoke | .*compile: 2 graphs, 1 graph breaks |$" g/catalog.md
+	$CAT --problems 36 --compile --compile-workloads smoke --out h --problems-dir bad >/dev/null
+	grep -q "^| 36 | rmsnorm | smoke | [0-9.]* | - | - | .*compile: TorchRuntimeError: .*|$" h/catalog.md
+	grep -q "Traceback" h/logs/36_rmsnorm-smoke.txt
+	grep -q "planted failure in compile" h/logs/36_rmsnorm-smoke.txt
 '
 
 expect '--merge renders one table from several runs, the latest winning, errors never replacing rows' '
