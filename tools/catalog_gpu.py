@@ -15,15 +15,18 @@ reported apart; torch.compile and dynamo with torch's default settings, its
 graph count, graph breaks and any hit of dynamo's recompile limit noted),
 output min/max/std/zero share, and the correctness allowance of each output
 against the float64 anchor. What a worker wrote to stderr (a failed compile's
-whole traceback) is kept in DIR/logs/.
+whole traceback) is kept in DIR/logs/ for rows that failed.
 
 --jobs N runs N such processes at once: they build inputs, trace and compile
 in parallel, and take a file lock for every timed section, so no two time at
-once. A row that ran out of GPU memory next to others is measured again alone.
+once; the one timing pauses the others (SIGSTOP/SIGCONT), so their compiles do
+not take the CPU from a launch-bound reference. --timeout is wall time, pauses
+included. A row that ran out of GPU memory next to others is measured again alone.
 A row whose torch.compile does not finish within --timeout keeps its eager
 part, with the reason in the flags column. --carry fills the pairs this run
 does not measure, or measured with an error, from an earlier run's rows
-(flagged "carried"). Writes DIR/catalog.jsonl (this run's rows),
+(flagged with that run), and gives a row of this run without a compiled time
+the eager time of an earlier eager-only row (see carry()). Writes DIR/catalog.jsonl (this run's rows),
 DIR/catalog-all.jsonl (the table's rows, for the next --carry) and
 DIR/catalog.md (flags: eager < 50 us or > 10 s, degenerate outputs) and
 prints the table.
@@ -37,6 +40,7 @@ import glob
 import json
 import operator
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -71,17 +75,36 @@ def formula(text, params):
 _LOCK = None  # with --jobs: a file whose flock makes timing exclusive across workers
 
 
+def _registry(lock):
+    """With --jobs: the folder where each live worker leaves a file named by
+    its process group, so that the one timing can pause the others."""
+    return os.path.join(os.path.dirname(lock), "workers")
+
+
+def _signal_groups(groups, sig):
+    for g in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(g, sig)
+
+
 @contextlib.contextmanager
 def timing_lock():
-    """Only one worker times at a time (others may trace and compile meanwhile)."""
+    """Only one worker times at a time, and the others (which trace and
+    compile meanwhile) are paused with SIGSTOP while it does: a compile on
+    the CPU would otherwise slow a launch-bound reference's Python by up to
+    2-3x. GPU work a paused worker had already queued still runs."""
     if _LOCK is None:
         yield
         return
     with open(_LOCK, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
+        me = os.getpgrp()
+        others = [int(n) for n in os.listdir(_registry(_LOCK)) if n.isdigit() and int(n) != me]
+        _signal_groups(others, signal.SIGSTOP)
         try:
             yield
         finally:
+            _signal_groups(others, signal.SIGCONT)
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
@@ -166,6 +189,9 @@ def measure(problem_dir, workload, timed, do_compile, device="cuda", emit=None):
 
 
 def worker(problem_dir, workload, timed, do_compile, device):
+    if _LOCK is not None:  # visible to the others' timing_lock(); the parent removes it
+        open(os.path.join(_registry(_LOCK), str(os.getpgrp())), "w").close()
+
     def emit(row):
         print(json.dumps(row), flush=True)
     emit(measure(problem_dir, workload, timed, do_compile, device, emit))
@@ -233,21 +259,24 @@ def run_one(d, wl, args):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
+        if args.jobs > 1:  # it may have died timing, with the others paused
+            _signal_groups([w.pid for w in list(_WORKERS) if w is not proc], signal.SIGCONT)
         why = f"timed out after {args.timeout:.0f} s"
         why_compile = f"torch.compile did not finish within the {args.timeout:.0f} s per row"
     finally:
         _WORKERS.discard(proc)
-    if err.strip():  # the whole of what the worker said, for a row that needs a closer look
-        os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
-        with open(os.path.join(args.out, "logs", f"{os.path.basename(d)}-{wl}.txt"), "w") as f:
-            f.write(err)
-    row = last_row(out)
-    if row is None:
-        return {"error": why}
+        if args.jobs > 1:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(args.out, "workers", str(proc.pid)))
+    row = last_row(out) or {"error": why}
     if "torch._dynamo hit config." in err:  # dynamo's warning that a frame went eager for good
         row["recompile_limit"] = True
-    if do_compile and "compiled_ms" not in row and "compile_error" not in row:  # only the eager part came
-        row["compile_error"] = why_compile
+    if do_compile and "error" not in row and "compiled_ms" not in row and "compile_error" not in row:
+        row["compile_error"] = why_compile  # only the eager part came
+    if err.strip() and ({"error", "compile_error", "recompile_limit"} & row.keys()):
+        os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)  # all the worker said, for a closer look
+        with open(os.path.join(args.out, "logs", f"{os.path.basename(d)}-{wl}.txt"), "w") as f:
+            f.write(err)
     return row
 
 
@@ -333,6 +362,9 @@ def main():
     else:  # a dry run of the script itself: no meaningful speed of light
         ceil = {"hbm_bytes_per_s": float("inf"), "bf16_flops_per_s": float("inf"),
                 "fp32_flops_per_s": float("inf")}
+    if args.jobs > 1:  # no stale process groups from an earlier run in DIR: they would be paused
+        shutil.rmtree(os.path.join(args.out, "workers"), ignore_errors=True)
+        os.makedirs(os.path.join(args.out, "workers"))
     print("ceilings:", json.dumps({k: f"{v:.4g}" for k, v in ceil.items()}), flush=True)
     wanted = [int(x) for x in args.problems.split(",") if x]
     dirs = sorted(glob.glob(os.path.join(args.problems_dir, "*", "[0-9][0-9]_*")),
@@ -393,18 +425,36 @@ def run_label(path):
     return name.removesuffix(".jsonl")
 
 
-def carry(rows, path):
+def eager_only(row):
+    """A row from a run without --compile: its eager time was taken with no
+    compile beside it (in its process or another worker's)."""
+    return not ({"error", "compile_error", "compiled_ms"} & row.keys())
+
+
+def carry(rows, path, latest="this run"):
     """Fill rows (keyed by (problem, workload)) from an earlier run's jsonl:
-    pairs not measured, and pairs whose new row is an error (the old row
-    stays, with the new error attached)."""
+    pairs not measured; pairs whose new row is an error (the old row stays,
+    with the new error attached); and pairs whose new row got no compiled
+    time, where the old row is eager only (its eager time stays, with the new
+    compile outcome: an eager time stands beside a compiled one from its own
+    process, or else comes from a run that timed nothing else)."""
+    label = run_label(path)
     for line in open(path):
         old = json.loads(line)
         key = (old["problem"], old["workload"])
         new = rows.get(key)
         if new is None or ("error" in new and "error" not in old):
-            old.setdefault("carried_from", run_label(path))
+            old.setdefault("carried_from", label)
             if new is not None:
                 old["rerun_error"] = new["error"]
+            rows[key] = old
+        elif ("compile_error" in new and "compiled_ms" not in new and "eager_from" not in new
+              and eager_only(old)):
+            for k in ("compile_error", "graphs", "graph_breaks", "recompile_limit"):
+                if k in new:
+                    old[k] = new[k]
+            old["compile_from"] = new.get("carried_from", latest)
+            old["eager_from"] = label
             rows[key] = old
 
 
@@ -421,7 +471,7 @@ def merge(paths, out):
     --carry decides, rendered as one table."""
     rows = {(r["problem"], r["workload"]): r for r in map(json.loads, open(paths[-1]))}
     for path in reversed(paths[:-1]):  # each earlier file only fills in
-        carry(rows, path)
+        carry(rows, path, run_label(paths[-1]))
     os.makedirs(out, exist_ok=True)
     finish(rows, None, out)
     return 0
@@ -459,6 +509,8 @@ def write_table(rows, ceil, path):
                 f"{fmt(o.get('std'), '.3g')} {fmt(o.get('zeros'), '.2f')} {fmt(o.get('allowance'), '.2g')}"
                 for o in r["outputs"])
             notes = list(r["flags"])
+            if "eager_from" in r:
+                notes.append(f"eager from {r['eager_from']}, compile from {r['compile_from']}")
             if r.get("graph_breaks"):
                 notes.append(f"compile: {r['graphs']} graphs, {r['graph_breaks']} graph breaks")
             if r.get("recompile_limit"):

@@ -22,6 +22,33 @@ PY
 	[ -f run/timing.lock ]
 '
 
+expect 'with --jobs, the worker timing pauses the others' '
+	mkdir -p pause/mlp_norm && cp -r "$TOP"/problems/mlp_norm/36_rmsnorm "$TOP"/problems/mlp_norm/28_* pause/mlp_norm/
+	printf "\nimport time as _time\n_time.sleep(20)  # still importing while 36 times\n" >>pause/mlp_norm/28_*/reference.py
+	cat >>pause/mlp_norm/36_rmsnorm/reference.py <<PY
+
+import os as _os
+import sys as _sys
+_eager = reference
+_calls = [0]
+
+
+def reference(*a):
+    _calls[0] += 1
+    if _calls[0] > 2:  # after the first call and the anchor: the timed calls
+        reg = _os.path.join(_os.path.dirname(_sys.argv[_sys.argv.index("--lock") + 1]), "workers")
+        for g in _os.listdir(reg):
+            if int(g) != _os.getpgrp():
+                state = open(f"/proc/{g}/stat").read().rsplit(")", 1)[1].split()[0]
+                print(state, file=open(_os.path.join(reg, "..", "states.txt"), "a"))
+    return _eager(*a)
+PY
+	$CAT --problems 36,28 --jobs 2 --out p --problems-dir pause >/dev/null
+	[ "$(sort -u p/states.txt)" = T ]
+	[ "$(wc -l <p/states.txt)" -ge 7 ]
+	[ -z "$(ls p/workers)" ]
+'
+
 expect '--carry fills the pairs not measured from an earlier run, flagged with its run' '
 	$CAT --problems 36 --out a >/dev/null
 	$CAT --problems 28 --out b --carry a/catalog.jsonl >/dev/null
@@ -163,6 +190,13 @@ expect '--merge renders one table from several runs, the latest winning, errors 
 	[ "$(wc -l <merged/catalog-all.jsonl)" = 2 ]
 	e36=$(python3 -c "import json; print([json.loads(l)[\"eager_ms\"] for l in open(\"m2/catalog.jsonl\")][0])")
 	grep -q "^| 36 | rmsnorm | smoke | $(printf %.3f "$e36") |" merged/catalog.md
+	python3 -c "
+import json
+r = json.loads(open(\"m1/catalog.jsonl\").readline())
+r.update(eager_ms=999.0, compile_error=\"planted compile outcome\", graphs=3, graph_breaks=2)
+print(json.dumps(r))" >m4.jsonl
+	$CAT --merge m1/catalog.jsonl m2/catalog.jsonl m4.jsonl --out merged2 >/dev/null
+	grep -q "^| 36 | rmsnorm | smoke | $(printf %.3f "$e36") | - | - |.*eager from m2, compile from m4, compile: 3 graphs, 2 graph breaks, compile: planted compile outcome |$" merged2/catalog.md
 '
 
 expect '--jobs with --inproc is refused' '
