@@ -21,15 +21,15 @@ whole traceback) is kept in DIR/logs/ for rows that failed.
 in parallel, and take a file lock for every timed section, so no two time at
 once; the one timing pauses the others (SIGSTOP/SIGCONT), so their compiles do
 not take the CPU from a launch-bound reference. --timeout is wall time, pauses
-included. A row that ran out of GPU memory next to others is measured again alone.
-A row whose torch.compile does not finish within --timeout keeps its eager
-part, with the reason in the flags column. --carry fills the pairs this run
-does not measure, or measured with an error, from an earlier run's rows
+included. A row that ran out of GPU memory next to others is measured again
+alone. A row whose torch.compile does not finish within --timeout keeps its
+eager part, with the reason in the flags column. --carry fills the pairs this
+run does not measure, or measured with an error, from an earlier run's rows
 (flagged with that run), and gives a row of this run without a compiled time
-the eager time of an earlier eager-only row (see carry()). Writes DIR/catalog.jsonl (this run's rows),
-DIR/catalog-all.jsonl (the table's rows, for the next --carry) and
-DIR/catalog.md (flags: eager < 50 us or > 10 s, degenerate outputs) and
-prints the table.
+the eager time of an earlier eager-only row (see carry()). Writes
+DIR/catalog.jsonl (this run's rows), DIR/catalog-all.jsonl (the table's rows,
+for the next --carry) and DIR/catalog.md (flags: eager < 50 us or > 10 s,
+degenerate outputs) and prints the table.
 """
 import argparse
 import ast
