@@ -484,6 +484,10 @@ def cell(text, limit):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def plural(n, noun):
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def fmt(x, spec=".3f"):
     return "-" if x is None else format(x, spec)
 
@@ -512,7 +516,7 @@ def write_table(rows, ceil, path):
             if "eager_from" in r:
                 notes.append(f"eager from {r['eager_from']}, compile from {r['compile_from']}")
             if r.get("graph_breaks"):
-                notes.append(f"compile: {r['graphs']} graphs, {r['graph_breaks']} graph breaks")
+                notes.append(f"compile: {plural(r['graphs'], 'graph')}, {plural(r['graph_breaks'], 'graph break')}")
             if r.get("recompile_limit"):
                 notes.append("compile: dynamo's recompile limit reached, a frame ran eagerly after it")
             if "compile_error" in r:
