@@ -247,7 +247,7 @@ def run_one(d, wl, args):
     if do_compile:
         cmd.append("--compile")  # the worker compiles whatever workload it is given
     env = dict(os.environ)
-    if args.jobs > 1:  # leave cores for the worker that is timing (Python dispatch counts)
+    if args.jobs > 1:  # N compiling workers share the cores
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, (os.cpu_count() or 2) // (args.jobs + 1))))
     # Own process group: on a timeout the worker's compile processes go with it.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -393,7 +393,7 @@ def main():
         jsonl.write(json.dumps(row) + "\n")
         jsonl.flush()
         print(f"{row['problem']:02d} {row['workload']}: {row.get('eager_ms', '-')} ms "
-              f"compiled {row.get('compiled_ms', '-')} {row['flags']} {row.get('error', '')[-200:]}", flush=True)
+              f"compiled {row.get('compiled_ms', '-')} {row['flags']} {cell(row.get('error', ''), 200)}", flush=True)
 
     rows = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:

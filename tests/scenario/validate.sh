@@ -58,6 +58,8 @@ expect 'no solutions, bad lists and bad DSLs are clear errors' '
 
 expect 'every shipped solution sits where mkb validate finds it and passes the judge'"'"'s pre-checks' '
 	"$MKB" list --json | python3 -c "import json,sys; [print(\"%02d_%s\" % (p[\"number\"], p[\"name\"])) for p in json.load(sys.stdin)]" >names.txt
+	max_bytes=$(awk "/define JUDGE_MAX_KERNEL_BYTES/ {print \$3}" "$TOP/src/judge.h")
+	[ "$max_bytes" -gt 0 ]
 	for d in "$TOP"/solutions/*/; do
 		name=$(basename "$d")
 		[ "$name" = notes ] && continue
@@ -66,7 +68,7 @@ expect 'every shipped solution sits where mkb validate finds it and passes the j
 			case $(basename "$k") in cutedsl|tirx) ;; *) echo "unknown DSL folder $k"; exit 1;; esac
 			[ -f "$k/kernel.py" ] || { echo "$k has no kernel.py"; exit 1; }
 			# what the judge checks before grading: size, UTF-8, Python syntax
-			[ "$(wc -c <"$k/kernel.py")" -le 300000 ] || { echo "$k/kernel.py is over the size limit"; exit 1; }
+			[ "$(wc -c <"$k/kernel.py")" -le "$max_bytes" ] || { echo "$k/kernel.py is over the size limit"; exit 1; }
 			PYTHONPATH="$TOP/grader" "$TOP/build/python" -m mkb_grader --syntax "$k/kernel.py" ||
 				{ echo "$k/kernel.py fails the syntax check"; exit 1; }
 			grep -q "^def solve(" "$k/kernel.py" || { echo "$k/kernel.py defines no solve()"; exit 1; }
