@@ -87,6 +87,29 @@ def _signal_groups(groups, sig):
             os.killpg(g, sig)
 
 
+def _group_states(groups):
+    """{pid: state letter} of every process in these process groups (/proc)."""
+    states = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # the name may hold spaces
+            if int(fields[2]) in groups:
+                states[int(pid)] = fields[0]
+    return states
+
+
+def _wait_stopped(groups, limit_s=2.0):
+    """SIGSTOP is delivered asynchronously: a paused process stops only once
+    the scheduler runs it. Wait (bounded) until every process of these groups
+    is stopped (T), or gone, so the timing that follows runs alone."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if all(s in "TtZX" for s in _group_states(set(groups)).values()):
+            return
+        time.sleep(0.002)
+
+
 @contextlib.contextmanager
 def timing_lock():
     """Only one worker times at a time, and the others (which trace and
@@ -101,6 +124,7 @@ def timing_lock():
         me = os.getpgrp()
         others = [int(n) for n in os.listdir(_registry(_LOCK)) if n.isdigit() and int(n) != me]
         _signal_groups(others, signal.SIGSTOP)
+        _wait_stopped(others)
         try:
             yield
         finally:
