@@ -103,9 +103,9 @@ def _wait_stopped(groups, limit_s=2.0):
     """SIGSTOP is delivered asynchronously: a paused process stops only once
     the scheduler runs it. Wait (bounded) until every process of these groups
     is stopped (T), or gone, so the timing that follows runs alone."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if all(s in "TtZX" for s in _group_states(set(groups)).values()):
+    groups, deadline = set(groups), time.monotonic() + limit_s
+    while groups and time.monotonic() < deadline:
+        if all(s in "TtZX" for s in _group_states(groups).values()):
             return
         time.sleep(0.002)
 
