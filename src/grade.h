@@ -13,10 +13,16 @@
 #include "verdict.h"
 
 /* What every grading command sets up before its first evaluation. */
+#define GRADE_PYTHON_TREES 8
+
 struct grade_env {
 	char *python;      /* owned, when resolved here */
 	char *grader_dir;  /* owned */
 	struct store *store; /* NULL with no_store */
+	char *root;        /* owned copy */
+	/* What the interpreter told us of itself (probed once): */
+	char *python_real;
+	char *trees[GRADE_PYTHON_TREES + 1]; /* NULL-terminated */
 };
 
 /* Point o at the grader (and at the default interpreter unless o->python is

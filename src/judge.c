@@ -6,17 +6,19 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "buf.h"
 #include "proc.h"
+#include "sandbox.h"
 #include "util.h"
 
 #define PROTOCOL_LINE_MAX (4u << 20)  /* one JSON line from the grader */
 #define OUTPUT_TAIL_MAX (16u << 10)   /* stderr kept for the feedback */
 #define SYNTAX_TIMEOUT_S 60.0
+#define SYNTAX_MARKER "mkb-syntax: " /* what the grader prints before a syntax error */
 
 /* Variables the candidate never sees: model credentials. */
 static const char *const scrubbed_env[] = {
@@ -41,7 +43,7 @@ void judge_opts_init(struct judge_opts *o)
 
 /* Environment changes for every grader process; strings owned by *env_out. */
 struct grader_env {
-	const char *list[ARRAY_SIZE(scrubbed_env) + 8];
+	const char *list[ARRAY_SIZE(scrubbed_env) + 9];
 	char *owned[3];
 };
 
@@ -55,6 +57,7 @@ static void grader_env_build(struct grader_env *e, const struct judge_opts *o)
 	e->list[n++] = e->owned[0];
 	e->list[n++] = "PYTHONUNBUFFERED=1";
 	e->list[n++] = "PYTHONDONTWRITEBYTECODE=1";
+	e->list[n++] = "MKB_PEER_FD=3";
 	if (!strcmp(o->device, "cuda")) {
 		e->owned[1] = xstrfmt("CUDA_VISIBLE_DEVICES=%d", o->gpu);
 		e->list[n++] = e->owned[1];
@@ -108,7 +111,7 @@ static int precheck(const struct judge_opts *o, const char *kernel_path, struct 
 		goto out;
 	}
 	child_feed(&c, "", 0);
-	int timed_out = child_pump(&c, now_ms() + SYNTAX_TIMEOUT_S * 1e3, collect, &out, &out);
+	int timed_out = child_pump(&c, now_ms() + SYNTAX_TIMEOUT_S * 1e3, collect, &out, &out, 0);
 	if (timed_out)
 		child_kill(&c);
 	int status = 0;
@@ -118,40 +121,18 @@ static int precheck(const struct judge_opts *o, const char *kernel_path, struct 
 		verdict_set(v, VERDICT_INFRA_ERROR, "syntax check did not finish in %.0f s", SYNTAX_TIMEOUT_S);
 	else if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		rc = 0;
-	else if (WIFEXITED(status) && WEXITSTATUS(status) == 1)
+	else if (WIFEXITED(status) && WEXITSTATUS(status) == 1 &&
+		 !strncmp(buf_str(&out), SYNTAX_MARKER, strlen(SYNTAX_MARKER))) {
+		const char *why = buf_str(&out) + strlen(SYNTAX_MARKER);
 		verdict_set(v, VERDICT_REJECTED, "kernel file is not valid Python: %.*s",
-			    (int)strcspn(buf_str(&out), "\n"), buf_str(&out));
+			    (int)strcspn(why, "\n"), why);
+	}
 	else
 		verdict_set(v, VERDICT_INFRA_ERROR, "syntax check failed to run: %s", buf_str(&out));
 out:
 	buf_release(&out);
 	grader_env_release(&env);
 	return rc;
-}
-
-/* Hold the GPU for the whole evaluation: timing needs it alone. The lock is
- * an flock, so it dies with the process that held it. Returns the fd or -1. */
-static int lock_gpu(const struct judge_opts *o, double *wait_ms)
-{
-	char *path = xstrfmt("%s/mkb-gpu%d.lock", o->lock_dir, o->gpu);
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-	if (fd < 0) {
-		error("cannot open GPU lock '%s': %s", path, strerror(errno));
-		free(path);
-		return -1;
-	}
-	double t0 = now_ms();
-	while (flock(fd, LOCK_EX) < 0) {
-		if (errno != EINTR) {
-			error("cannot lock '%s': %s", path, strerror(errno));
-			close(fd);
-			free(path);
-			return -1;
-		}
-	}
-	*wait_ms = now_ms() - t0;
-	free(path);
-	return fd;
 }
 
 /* The grader's stdout, split into JSON lines. */
@@ -234,6 +215,14 @@ static json_t *build_request(const struct judge_opts *o, const struct problem *p
 	json_object_set_new(req, "warmup", json_integer(o->warmup));
 	json_object_set_new(req, "timed", json_integer(o->timed));
 	json_object_set_new(req, "rechecks", json_integer(o->rechecks));
+	json_object_set_new(req, "timeout_s", json_real(o->timeout_s));
+	if (o->sol_floor_ms > 0)
+		json_object_set_new(req, "sol_floor_ms", json_real(o->sol_floor_ms));
+	if (!strcmp(o->device, "cuda")) {
+		char *lock = xstrfmt("%s/mkb-gpu%d.lock", o->lock_dir, o->gpu);
+		json_object_set_new(req, "gpu_lock", json_string(lock));
+		free(lock);
+	}
 	if (o->seed)
 		json_object_set_new(req, "seed", json_integer(strtoll(o->seed, NULL, 10)));
 	return req;
@@ -262,6 +251,149 @@ static void classify_exit(struct verdict *v, int status)
 		verdict_set(v, VERDICT_CRASHED, "grader exited with %s during stage '%s'", how, v->stage);
 }
 
+/* ---- the candidate process ---------------------------------------------- */
+
+/* Variables a candidate process may see; everything else (keys, tokens, the
+ * judge's own settings) stays out: its environment starts empty. */
+static const char *const passed_env[] = {
+	"CUTE_DSL_CACHE_DIR", "CUTE_DSL_ARCH", "TVM_CUDA_COMPILE_MODE", "CUDA_HOME", "CUDA_PATH",
+	"LD_LIBRARY_PATH",
+};
+
+struct candidate_setup {
+	struct sandbox sb;
+	char *scratch;           /* private writable folder, removed afterwards */
+	char *kernel_dir;
+	const char *env[ARRAY_SIZE(passed_env) + 16];
+	char *owned[ARRAY_SIZE(passed_env) + 8];
+	size_t nowned;
+};
+
+static const char *own(struct candidate_setup *cs, char *s)
+{
+	if (cs->nowned >= ARRAY_SIZE(cs->owned))
+		BUG("candidate_setup: too many strings");
+	return cs->owned[cs->nowned++] = s;
+}
+
+/* Is path the repository root, inside it, or above it? (Trees that would
+ * show the candidate solutions/, problems/ or the store.) */
+static int touches_root(const char *path, const char *root)
+{
+	size_t n = strlen(path), r = strlen(root);
+	if (n <= r)
+		return !strncmp(root, path, n) && (n == r || root[n] == '/' || n == 1);
+	return !strncmp(path, root, r) && path[r] == '/';
+}
+
+static int candidate_setup(struct candidate_setup *cs, const struct judge_opts *o,
+			   const char *kernel_abs)
+{
+	memset(cs, 0, sizeof(*cs));
+	sandbox_init(&cs->sb);
+	const char *tmp = getenv("TMPDIR");
+	char *templ = xstrfmt("%s/mkb-candidate-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(templ)) {
+		int e = errno;
+		free(templ);
+		return error("cannot make a scratch folder: %s", strerror(e));
+	}
+	cs->scratch = templ;
+	cs->kernel_dir = xstrdup(kernel_abs);
+	char *slash = strrchr(cs->kernel_dir, '/');
+	if (slash == cs->kernel_dir)
+		slash[1] = '\0'; /* a kernel in / */
+	else if (slash)
+		*slash = '\0';
+
+	struct sandbox *sb = &cs->sb;
+	static const char *const system_trees[] = {
+		"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
+	};
+	int rc = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(system_trees); i++)
+		rc |= sandbox_allow_read(sb, system_trees[i]);
+	for (size_t i = 0; o->python_trees && o->python_trees[i]; i++)
+		rc |= sandbox_allow_read(sb, o->python_trees[i]);
+	rc |= sandbox_allow_read(sb, o->grader_dir);
+	rc |= sandbox_allow_read(sb, cs->kernel_dir);
+	rc |= sandbox_allow_write(sb, cs->scratch);
+	rc |= sandbox_allow_write(sb, "/dev");
+
+	size_t n = 0;
+	cs->env[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+	cs->env[n++] = "LANG=C.UTF-8";
+	cs->env[n++] = "PYTHONUNBUFFERED=1";
+	cs->env[n++] = "PYTHONDONTWRITEBYTECODE=1";
+	cs->env[n++] = "MKB_PEER_FD=3";
+	cs->env[n++] = own(cs, xstrfmt("HOME=%s", cs->scratch));
+	cs->env[n++] = own(cs, xstrfmt("TMPDIR=%s", cs->scratch));
+	cs->env[n++] = !strcmp(o->device, "cuda") ? own(cs, xstrfmt("CUDA_VISIBLE_DEVICES=%d", o->gpu))
+						  : "CUDA_VISIBLE_DEVICES=";
+	/* PYTHONPATH: the grader, then the caller's entries (the DSLs' site on
+	 * the GPU machine) that show nothing of the repository. */
+	struct buf pp = BUF_INIT(1 << 16);
+	rc |= buf_adds(&pp, o->grader_dir);
+	const char *caller = getenv("PYTHONPATH");
+	for (const char *p = caller; p && *p;) {
+		size_t len = strcspn(p, ":");
+		char *entry = xstrfmt("%.*s", (int)len, p);
+		char *real = realpath(entry, NULL);
+		if (real && !touches_root(real, o->root)) {
+			rc |= buf_adds(&pp, ":");
+			rc |= buf_adds(&pp, real);
+			rc |= sandbox_allow_read(sb, own(cs, real));
+		} else {
+			free(real);
+		}
+		free(entry);
+		p += len + (p[len] == ':');
+	}
+	cs->env[n++] = own(cs, xstrfmt("PYTHONPATH=%s", buf_str(&pp)));
+	buf_release(&pp);
+	for (size_t i = 0; i < ARRAY_SIZE(passed_env); i++) {
+		const char *val = getenv(passed_env[i]);
+		if (!val)
+			continue;
+		cs->env[n++] = own(cs, xstrfmt("%s=%s", passed_env[i], val));
+		if (!strcmp(passed_env[i], "CUTE_DSL_CACHE_DIR"))
+			rc |= sandbox_allow_write(sb, val);
+	}
+	cs->env[n] = NULL;
+
+	sb->disable = o->sandbox_off;
+	sb->file_bytes = CANDIDATE_FILE_BYTES;
+	sb->open_files = CANDIDATE_OPEN_FILES;
+	sb->processes = CANDIDATE_PROCESSES;
+	sb->mem_bytes = CANDIDATE_MEM_BYTES;
+	/* CUDA maps far more address space than it uses: limit data instead. */
+	sb->mem_data = !strcmp(o->device, "cuda");
+	return rc ? -1 : 0;
+}
+
+static void candidate_release(struct candidate_setup *cs)
+{
+	if (cs->scratch && remove_tree(cs->scratch) < 0)
+		warning("cannot remove '%s'", cs->scratch);
+	free(cs->scratch);
+	free(cs->kernel_dir);
+	for (size_t i = 0; i < cs->nowned; i++)
+		free(cs->owned[i]);
+	memset(cs, 0, sizeof(*cs));
+}
+
+/* The checker reported that the candidate process went away: say how. */
+static void explain_lost_candidate(struct verdict *v, int status)
+{
+	char how[64];
+	proc_describe_status(status, how, sizeof(how));
+	char *reason = xstrfmt("%s (%s)", v->reason, how);
+	free(v->reason);
+	v->reason = reason;
+	if (WIFSIGNALED(status))
+		v->term_signal = WTERMSIG(status);
+}
+
 int judge_evaluate(const struct judge_opts *o, const struct problem *p, const char *dsl,
 		   const char *kernel_path, struct verdict *v)
 {
@@ -277,13 +409,6 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 		return 0;
 	}
 
-	int lock_fd = -1;
-	if (!strcmp(o->device, "cuda") && (lock_fd = lock_gpu(o, &v->wait_ms)) < 0) {
-		verdict_set(v, VERDICT_INFRA_ERROR, "cannot take the GPU %d lock", o->gpu);
-		free(kernel_abs);
-		return 0;
-	}
-
 	json_t *req = build_request(o, p, dsl, kernel_abs);
 	char *req_json = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
@@ -291,40 +416,91 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 	free(req_json);
 	struct grader_env env;
 	grader_env_build(&env, o);
+	struct candidate_setup cs;
+	int pair[2] = {-1, -1}, cand_out[2] = {-1, -1};
 	const char *argv[] = {o->python, "-m", "mkb_grader", NULL};
-	struct child c = CHILD_INIT;
-	c.argv = argv;
-	c.env = env.list;
-	c.new_group = 1;
+	const char *cand_argv[] = {o->python_real ? o->python_real : o->python, "-m",
+				   "mkb_grader.candidate", NULL};
+	struct child c = CHILD_INIT, cand = CHILD_INIT;
 	struct reader r = {BUF_INIT(PROTOCOL_LINE_MAX), v, NULL, 0};
 	v->draws_total = o->draws;
 	struct buf tail = BUF_INIT(OUTPUT_TAIL_MAX);
-
 	double t0 = now_ms();
+
+	if (candidate_setup(&cs, o, kernel_abs) < 0) {
+		verdict_set(v, VERDICT_INFRA_ERROR, "cannot prepare the candidate's sandbox");
+		goto out;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0 ||
+	    pipe2(cand_out, O_CLOEXEC) < 0) {
+		verdict_set(v, VERDICT_INFRA_ERROR, "cannot connect checker and candidate: %s",
+			    strerror(errno));
+		goto out;
+	}
+	/* The candidate: confined, its output into the tail, never the protocol. */
+	cand.argv = cand_argv;
+	cand.env = cs.env;
+	cand.clean_env = 1;
+	cand.dir = cs.scratch;
+	cand.new_group = 1;
+	cand.pass_fd = pair[1];
+	cand.out_to = cand_out[1];
+	cand.sandbox = &cs.sb;
+	if (child_start(&cand) < 0) {
+		verdict_set(v, VERDICT_INFRA_ERROR, "cannot start the candidate process in its sandbox");
+		goto out;
+	}
+	child_feed(&cand, "", 0);
+	close(pair[1]);
+	pair[1] = -1;
+	close(cand_out[1]);
+	cand_out[1] = -1;
+	v->sandbox_layers = cand.layers;
+
+	/* The checker: trusted, the only one that talks to us. */
+	c.argv = argv;
+	c.env = env.list;
+	c.new_group = 1;
+	c.pass_fd = pair[0];
 	if (child_start(&c) < 0) {
 		verdict_set(v, VERDICT_INFRA_ERROR, "cannot start the grader with '%s'", o->python);
 		goto out;
 	}
+	close(pair[0]);
+	pair[0] = -1;
+	c.extra_fd = cand_out[0];
+	cand_out[0] = -1;
 	if (child_feed(&c, req_text, strlen(req_text)) < 0)
 		warning("the grader did not take its request");
-	int pumped = child_pump(&c, t0 + o->timeout_s * 1e3, on_stdout, &r, &tail);
-	if (pumped != 0)
+	/* The checker charges the candidate's time to its own budget and
+	 * reports a hang itself; this deadline only catches a stuck checker. */
+	int pumped = child_pump(&c, t0 + (o->timeout_s + JUDGE_CHECKER_GRACE_S) * 1e3, on_stdout, &r,
+				&tail, JUDGE_OUTPUT_CAP);
+	if (pumped != 0) {
 		child_kill(&c);
-	int status = 0;
+		child_kill(&cand);
+	}
+	int status = 0, cand_status = 0;
 	child_finish(&c, &status);
+	child_kill(&cand); /* its work is over whatever it is doing */
+	child_finish(&cand, &cand_status);
 	v->eval_ms = now_ms() - t0;
 	if (r.line.len && !r.overflow) /* a last line without its newline */
 		handle_line(&r, buf_str(&r.line));
 
-	if (pumped == 1 && before_kernel(v->stage)) {
-		/* Only our own start-up had run: a slow machine, not the kernel. */
+	if (pumped == 2) {
+		verdict_set(v, VERDICT_FAILED, "more than %lld MB of output during stage '%s': stopped",
+			    JUDGE_OUTPUT_CAP >> 20, v->stage);
+	} else if (pumped == 1 && before_kernel(v->stage)) {
 		verdict_set(v, VERDICT_INFRA_ERROR, "the grader did not reach the kernel within %.0f s",
-			    o->timeout_s);
+			    o->timeout_s + JUDGE_CHECKER_GRACE_S);
 	} else if (pumped == 1) {
 		verdict_set(v, VERDICT_HUNG, "no result after %.0f s: killed during stage '%s'",
-			    o->timeout_s, v->stage);
+			    o->timeout_s + JUDGE_CHECKER_GRACE_S, v->stage);
 	} else if (r.result) {
 		verdict_from_result(v, r.result);
+		if (json_is_true(json_object_get(r.result, "candidate_lost")))
+			explain_lost_candidate(v, cand_status);
 		if (WIFSIGNALED(status))
 			v->term_signal = WTERMSIG(status);
 		v->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -334,7 +510,19 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 		classify_exit(v, status);
 	}
 out:
+	for (int i = 0; i < 2; i++) {
+		if (pair[i] >= 0)
+			close(pair[i]);
+		if (cand_out[i] >= 0)
+			close(cand_out[i]);
+	}
+	if (cand.pid > 0) {
+		int ignored;
+		child_kill(&cand);
+		child_finish(&cand, &ignored);
+	}
 	proc_kill_descendants();
+	candidate_release(&cs);
 	free(v->output_tail);
 	v->output_tail = buf_detach(&tail);
 	utf8_sanitize(v->output_tail);
@@ -343,7 +531,5 @@ out:
 	grader_env_release(&env);
 	free(req_text);
 	free(kernel_abs);
-	if (lock_fd >= 0)
-		close(lock_fd); /* releases the flock */
 	return 0;
 }

@@ -16,9 +16,27 @@
 
 #define JUDGE_MAX_KERNEL_BYTES 300000
 #define JUDGE_TIMEOUT_S 600.0
+/* The checker's own time (reference, anchor, baseline) on top of the
+ * candidate's budget, before the judge gives up on the checker itself. */
+#define JUDGE_CHECKER_GRACE_S 300.0
+/* Output of checker and candidate together beyond which the evaluation stops. */
+#define JUDGE_OUTPUT_CAP (64LL << 20)
+/* The candidate process's limits (PROTOCOL.md gives none for the grader;
+ * these bound what a hostile kernel can take from the machine). */
+#define CANDIDATE_MEM_BYTES (16LL << 30)
+#define CANDIDATE_FILE_BYTES (1LL << 30)
+#define CANDIDATE_OPEN_FILES 4096
+#define CANDIDATE_PROCESSES 512
 
 struct judge_opts {
+	const char *root;        /* the repository: never visible to a candidate */
 	const char *python;      /* interpreter with torch (and the DSL) */
+	const char *python_real; /* the interpreter itself (python may be a wrapper
+				    script), run directly inside the sandbox */
+	const char *const *python_trees; /* its prefixes and site folders, readable
+					    by the candidate; NULL-terminated */
+	unsigned sandbox_off;    /* sandbox layers not to apply ($MKB_SANDBOX_OFF) */
+	double sol_floor_ms;     /* speed-of-light floor on this GPU, 0 if unknown */
 	const char *grader_dir;  /* folder holding the mkb_grader package */
 	const char *device;      /* "cuda" or "cpu" */
 	int gpu;                 /* CUDA device index (cuda only) */

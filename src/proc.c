@@ -35,17 +35,27 @@ static _Noreturn void exec_child(const struct child *c, char **envp, pid_t paren
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent) /* the parent died before prctl took effect */
 		_exit(127);
-	if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
+	int to_out = c->out_to >= 0 ? c->out_to : out[1];
+	int to_err = c->out_to >= 0 ? c->out_to : err[1];
+	/* fd 3 first, from wherever the pass_fd is (never 0-2 here) */
+	if (c->pass_fd >= 0 && (dup2(c->pass_fd, 3) < 0 || fcntl(3, F_SETFD, 0) < 0))
 		goto fail;
-	close(in[0]);
-	close(in[1]);
-	close(out[0]);
-	close(out[1]);
-	close(err[0]);
-	close(err[1]);
+	if (dup2(in[0], 0) < 0 || dup2(to_out, 1) < 0 || dup2(to_err, 2) < 0)
+		goto fail;
+	/* Nothing else we hold may leak into the child (the report pipe is
+	 * close-on-exec already and must stay open until exec). */
+	if (close_range(c->pass_fd >= 0 ? 4 : 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		goto fail;
 	if (c->dir && chdir(c->dir) < 0)
 		goto fail;
 	signal(SIGPIPE, SIG_DFL);
+	if (c->sandbox) {
+		int layers = sandbox_apply(c->sandbox);
+		ssize_t w = write(report, &layers, sizeof(layers));
+		(void)w;
+		if (layers < 0)
+			_exit(126);
+	}
 	execvpe(c->argv[0], (char *const *)c->argv, envp);
 fail:;
 	int e = errno;
@@ -60,7 +70,7 @@ fail:;
 static char **build_env(const struct child *c)
 {
 	size_t n = 0, extra = 0;
-	while (environ[n])
+	while (!c->clean_env && environ[n])
 		n++;
 	if (c->env)
 		while (c->env[extra])
@@ -123,9 +133,22 @@ int child_start(struct child *c)
 	c->err_fd = err[0];
 	int e = 0;
 	ssize_t r;
+	if (c->sandbox) {
+		int layers = -1;
+		do
+			r = read(report[0], &layers, sizeof(layers));
+		while (r < 0 && errno == EINTR);
+		if (r != (ssize_t)sizeof(layers) || layers < 0) {
+			r = sizeof(e);
+			e = EPERM; /* the sandbox could not be set up: never run unconfined */
+			goto failed;
+		}
+		c->layers = (unsigned)layers;
+	}
 	do
 		r = read(report[0], &e, sizeof(e));
 	while (r < 0 && errno == EINTR);
+failed:
 	close(report[0]);
 	if (r == (ssize_t)sizeof(e)) {
 		int status;
@@ -172,7 +195,7 @@ static int try_reap(struct child *c)
 
 /* Read what is available on one pipe; close it at EOF. */
 static void drain_one(int *fd, int is_out, void (*on_out)(void *, const char *, size_t),
-		      void *ctx, struct buf *err_tail)
+		      void *ctx, struct buf *err_tail, long long *err_bytes)
 {
 	char chunk[8192];
 	ssize_t r = read(*fd, chunk, sizeof(chunk));
@@ -184,20 +207,25 @@ static void drain_one(int *fd, int is_out, void (*on_out)(void *, const char *, 
 	}
 	if (is_out)
 		on_out(ctx, chunk, (size_t)r);
-	else if (err_tail)
-		buf_add_tail(err_tail, chunk, (size_t)r);
+	else {
+		*err_bytes += r;
+		if (err_tail)
+			buf_add_tail(err_tail, chunk, (size_t)r);
+	}
 }
 
 int child_pump(struct child *c, double deadline_ms,
 	       void (*on_out)(void *ctx, const char *data, size_t len), void *ctx,
-	       struct buf *err_tail)
+	       struct buf *err_tail, long long err_cap)
 {
 	double exited_at = -1;
 	for (;;) {
 		double left = deadline_ms - now_ms();
 		if (left <= 0)
 			return 1;
-		if (c->out_fd < 0 && c->err_fd < 0) {
+		if (err_cap > 0 && c->err_bytes > err_cap)
+			return 2;
+		if (c->out_fd < 0 && c->err_fd < 0 && c->extra_fd < 0) {
 			if (try_reap(c))
 				return 0;
 			struct timespec ts = {0, 10 * 1000 * 1000};
@@ -209,8 +237,9 @@ int child_pump(struct child *c, double deadline_ms,
 		if (exited_at < 0 && try_reap(c))
 			exited_at = now_ms();
 		int timeout = exited_at >= 0 ? 50 : left > 200 ? 200 : (int)left + 1;
-		struct pollfd pfd[2] = {{c->out_fd, POLLIN, 0}, {c->err_fd, POLLIN, 0}};
-		int n = poll(pfd, 2, timeout);
+		struct pollfd pfd[3] = {{c->out_fd, POLLIN, 0}, {c->err_fd, POLLIN, 0},
+					{c->extra_fd, POLLIN, 0}};
+		int n = poll(pfd, 3, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -219,12 +248,15 @@ int child_pump(struct child *c, double deadline_ms,
 		if (n == 0 && exited_at >= 0) {
 			close_fd(&c->out_fd);
 			close_fd(&c->err_fd);
+			close_fd(&c->extra_fd);
 			return 0;
 		}
 		if (c->out_fd >= 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
-			drain_one(&c->out_fd, 1, on_out, ctx, err_tail);
+			drain_one(&c->out_fd, 1, on_out, ctx, err_tail, &c->err_bytes);
 		if (c->err_fd >= 0 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))
-			drain_one(&c->err_fd, 0, on_out, ctx, err_tail);
+			drain_one(&c->err_fd, 0, on_out, ctx, err_tail, &c->err_bytes);
+		if (c->extra_fd >= 0 && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR)))
+			drain_one(&c->extra_fd, 0, on_out, ctx, err_tail, &c->err_bytes);
 	}
 }
 
@@ -242,6 +274,7 @@ int child_finish(struct child *c, int *status)
 	close_fd(&c->in_fd);
 	close_fd(&c->out_fd);
 	close_fd(&c->err_fd);
+	close_fd(&c->extra_fd);
 	if (c->pid <= 0)
 		return -1;
 	pid_t r = c->pid;

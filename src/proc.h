@@ -7,23 +7,34 @@
 #include <sys/types.h>
 
 #include "buf.h"
+#include "sandbox.h"
 
 struct child {
 	const char *const *argv;  /* argv[0] is looked up in PATH */
 	const char *const *env;   /* NULL-terminated changes to the environment, or NULL:
 				     "NAME=value" sets, a bare "NAME" removes */
+	int clean_env;            /* start from an empty environment, not ours */
 	const char *dir;          /* working directory, or NULL */
 	int new_group;            /* run in its own session/process group */
+	int pass_fd;              /* becomes the child's fd 3, or -1 */
+	int out_to;               /* the child's stdout and stderr instead of pipes, or -1 */
+	const struct sandbox *sandbox; /* confine the child (sandbox.h), or NULL */
 	/* filled by child_start */
 	pid_t pid;
 	int in_fd, out_fd, err_fd; /* parent's ends; -1 once closed */
-	int reaped, status;        /* set once waitpid has collected it */
+	int extra_fd;             /* another stream whose bytes join err_tail (set by
+				     the caller, closed by child_finish), or -1 */
+	unsigned layers;          /* sandbox layers in force in the child */
+	long long err_bytes;      /* bytes read from err_fd and extra_fd */
+	int reaped, status;       /* set once waitpid has collected it */
 };
 
-#define CHILD_INIT { NULL, NULL, NULL, 0, -1, -1, -1, -1, 0, 0 }
+#define CHILD_INIT { NULL, NULL, 0, NULL, 0, -1, -1, NULL, -1, -1, -1, -1, -1, 0, 0, 0, 0 }
 
-/* Start the child with three pipes. The child dies with SIGKILL if this
- * process dies. Returns 0, or -1 (error printed, nothing left running). */
+/* Start the child with three pipes (stdout and stderr: out_to, when set).
+ * Every descriptor of ours but those is closed in the child. The child dies
+ * with SIGKILL if this process dies. Returns 0, or -1 (error printed,
+ * nothing left running). */
 int child_start(struct child *c);
 
 /* Write all of data to the child's stdin and close it. 0 or -1. */
@@ -34,10 +45,11 @@ int child_feed(struct child *c, const char *data, size_t len);
  * stdout chunk goes to on_out; stderr is kept as a bounded tail in err_tail.
  * A child that closes its pipes but keeps running, or exits leaving a
  * descendant that holds them, is still bounded by the deadline / its exit.
- * Returns 0 when the child exited, 1 on the deadline, -1 on a poll error. */
+ * Returns 0 when the child exited, 1 on the deadline, 2 when more than
+ * err_cap bytes (> 0) arrived on stderr and extra_fd, -1 on a poll error. */
 int child_pump(struct child *c, double deadline_ms,
 	       void (*on_out)(void *ctx, const char *data, size_t len), void *ctx,
-	       struct buf *err_tail);
+	       struct buf *err_tail, long long err_cap);
 
 /* Kill the child's whole process group (or the child alone) with SIGKILL. */
 void child_kill(struct child *c);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sandbox.h"
 #include "util.h"
 
 static const char *const names[] = {
@@ -103,6 +104,9 @@ void verdict_from_result(struct verdict *v, json_t *result)
 	v->kernel_ms = get_ms(result, "kernel_ms");
 	v->eager_ms = get_ms(result, "eager_ms");
 	v->speedup = get_ms(result, "speedup");
+	double waited = get_ms(result, "wait_ms");
+	if (waited >= 0)
+		v->wait_ms = waited; /* the checker holds the GPU's lock now */
 }
 
 static json_t *ms_or_null(double x)
@@ -137,8 +141,13 @@ json_t *verdict_to_json(const struct verdict *v, int problem, const char *dsl,
 	json_object_set_new(o, "exit_code", json_integer(v->exit_code));
 	json_object_set_new(o, "wait_ms", json_real(v->wait_ms));
 	json_object_set_new(o, "eval_s", json_real(v->eval_ms / 1e3));
-	json_t *extra[] = {json_object_get(v->result, "errors"), json_object_get(v->result, "versions")};
-	const char *keys[] = {"errors", "versions"};
+	char layers[256];
+	sandbox_describe(v->sandbox_layers, layers, sizeof(layers));
+	json_object_set_new(o, "confinement", json_string(layers));
+	const char *keys[] = {"errors", "versions", "timing", "outputs_checked", "trusted_checker"};
+	json_t *extra[ARRAY_SIZE(keys)];
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+		extra[i] = json_object_get(v->result, keys[i]);
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
 		if (extra[i])
 			json_object_set(o, keys[i], extra[i]);

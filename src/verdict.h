@@ -26,6 +26,7 @@ struct verdict {
 	int exit_code;       /* grader's exit code, -1 when none */
 	double wait_ms;      /* queued behind another evaluation of the same GPU */
 	double eval_ms;      /* wall time of the grader process */
+	unsigned sandbox_layers; /* confinement of the candidate process (sandbox.h) */
 	char *output_tail;   /* last bytes of the grader's stderr */
 	json_t *result;      /* the grader's result object, or NULL (owned) */
 	json_t *stages;      /* array of stage events (owned) */

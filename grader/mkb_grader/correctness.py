@@ -39,6 +39,9 @@ def clone_inputs(value):
 
 
 def _describe(value):
+    text = getattr(value, "describe_as", None)
+    if isinstance(text, str):  # a stand-in for what a candidate process returned
+        return text
     if isinstance(value, torch.Tensor):
         return f"tensor{list(value.shape)} {str(value.dtype).replace('torch.', '')} on {value.device.type}"
     return type(value).__name__
@@ -128,3 +131,59 @@ def _check_values(actual, expected, anchor, where, rows):
             raise Mismatch(f"{where}: {actual!r} != expected {expected!r}")
     elif actual != expected:
         raise Mismatch(f"{where}: {actual!r} != expected {expected!r}")
+
+
+# ---- timed calls: against the reference alone -----------------------------
+# The full rule needs the float64 anchor, which costs a second reference run
+# in float64; the 3 re-checked calls pay it. Every other timed call is held to
+# a bound that any output passing the full rule also meets: with d = max|expected
+# - anchor| and A = 3 max(d, eps max|anchor|), the triangle inequality gives
+# max|actual - expected| <= A + d. d is not known without the anchor, so the
+# largest d seen on the correctness draws (D) stands in, with 50% headroom for
+# draw-to-draw variation, and max|expected| for max|anchor| (docs/judge.md).
+BOUND_HEADROOM = 1.5
+
+
+def reference_error(expected, anchor):
+    """max|expected - anchor| of one float output (0 when empty)."""
+    if expected.numel() == 0:
+        return 0.0
+    e = expected.detach().to(torch.float64)
+    a = anchor.detach().to(device=e.device, dtype=torch.float64)
+    return (e - a).abs().max().item()
+
+
+def check_against_reference(actual, expected, ref_err, where="output"):
+    """Raise Mismatch unless every output is within the bound above (integer
+    outputs exactly equal). ref_err: D per float output, in traversal order."""
+    floats = iter(ref_err)
+
+    def walk(a, e, w):
+        if isinstance(e, torch.Tensor):
+            if not e.is_floating_point():
+                next(floats, None)
+                if a.numel() and not torch.equal(a, e):
+                    bad = (a != e).sum().item()
+                    raise Mismatch(f"{w}: {bad} of {a.numel()} elements differ (exact output)")
+                return
+            d = next(floats, 0.0) * BOUND_HEADROOM
+            if a.numel() == 0:
+                return
+            act = a.detach().to(torch.float64)
+            if not bool(torch.isfinite(act).all()):
+                raise Mismatch(f"{w}: {(~torch.isfinite(act)).sum().item()} NaN/Inf of {a.numel()} elements")
+            ex = e.detach().to(device=act.device, dtype=torch.float64)
+            bound = FACTOR * max(d, torch.finfo(e.dtype).eps * ex.abs().max().item()) + d
+            err = (act - ex).abs().max().item()
+            if not err <= bound:
+                raise Mismatch(f"{w}: max error {err:.6g} against the reference > bound {bound:.6g}")
+        elif isinstance(e, (tuple, list)):
+            for i, (x, y) in enumerate(zip(a, e)):
+                walk(x, y, f"{w}[{i}]")
+        elif isinstance(e, float):
+            if not abs(a - e) <= FACTOR * 2.220446049250313e-16 * abs(e) + 1e-300:
+                raise Mismatch(f"{w}: {a!r} != expected {e!r}")
+        elif a != e:
+            raise Mismatch(f"{w}: {a!r} != expected {e!r}")
+
+    walk(actual, expected, where)

@@ -102,11 +102,11 @@ expect 'a hang is killed at --timeout, classified hung, within timeout + 5 s' '
 	[ "$took" -le 20 ]
 '
 
-expect 'a timeout before the kernel is imported is an infrastructure error' '
-	evaljson 28 28_hang.py --timeout 0.05
-	[ "$(field status <out.json)" = infra_error ]
-	field reason <out.json | grep -q "did not reach the kernel"
-	[ "$(cat rc)" = 3 ]
+expect 'the timeout counts the candidate'"'"'s time only, not start-up or the reference' '
+	# the whole evaluation takes seconds; the kernel itself well under one
+	evaljson 28 28_torch_ok.py --timeout 1
+	[ "$(field status <out.json)" = passed ]
+	python3 -c "import json; v=json.load(open(\"out.json\")); assert v[\"eval_s\"] > 1, v[\"eval_s\"]"
 '
 
 expect 'nothing a kernel starts outlives its evaluation, even outside its group' '

@@ -24,7 +24,7 @@ static void test_run_and_capture(void)
 	CHECK(child_start(&c) == 0);
 	CHECK(child_feed(&c, "hello\n", 6) == 0);
 	struct buf out = BUF_INIT(1024), err = BUF_INIT(1024);
-	CHECK(child_pump(&c, now_ms() + 10000, collect, &out, &err) == 0);
+	CHECK(child_pump(&c, now_ms() + 10000, collect, &out, &err, 0) == 0);
 	int status = 0;
 	CHECK(child_finish(&c, &status) == 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 3);
@@ -45,7 +45,7 @@ static void test_env_removal(void)
 	CHECK(child_start(&c) == 0);
 	child_feed(&c, "", 0);
 	struct buf out = BUF_INIT(1024);
-	CHECK(child_pump(&c, now_ms() + 10000, collect, &out, NULL) == 0);
+	CHECK(child_pump(&c, now_ms() + 10000, collect, &out, NULL, 0) == 0);
 	int status;
 	child_finish(&c, &status);
 	CHECK_STR(buf_str(&out), "[unset]\n");
@@ -73,7 +73,7 @@ static void test_deadline_and_group_kill(void)
 	child_feed(&c, "", 0);
 	struct buf out = BUF_INIT(64);
 	double t0 = now_ms();
-	CHECK(child_pump(&c, t0 + 300, collect, &out, NULL) == 1);
+	CHECK(child_pump(&c, t0 + 300, collect, &out, NULL, 0) == 1);
 	CHECK(now_ms() - t0 < 2000);
 	pid_t pgid = c.pid;
 	child_kill(&c);
@@ -106,7 +106,7 @@ static void test_exit_while_grandchild_holds_pipes(void)
 	child_feed(&c, "", 0);
 	struct buf out = BUF_INIT(64);
 	double t0 = now_ms();
-	CHECK(child_pump(&c, t0 + 20000, collect, &out, NULL) == 0);
+	CHECK(child_pump(&c, t0 + 20000, collect, &out, NULL, 0) == 0);
 	CHECK(now_ms() - t0 < 5000);
 	CHECK_STR(buf_str(&out), "done\n");
 	int status = 0;

@@ -1,0 +1,246 @@
+"""Tensors across the trust boundary through shared host memory.
+
+The checker owns two arenas (memfd, mapped in both processes): inputs are
+written there by the checker and copied by the candidate into fresh tensors
+on its own device; outputs are copied there by the candidate, described in a
+JSON message, and snapshotted by the checker. No device pointer of one
+process ever reaches the other, so CUDA IPC (which cannot cross PID
+namespaces) is not needed and the candidate cannot read checker memory.
+
+Descriptions are plain JSON: {"k": "tensor", "dtype", "shape", "stride",
+"off", "span"} | {"k": "tuple"|"list", "items": [...]} | {"k": "scalar",
+"v": value} | {"k": "other", "type": name}."""
+import mmap
+import os
+
+import torch
+
+ALIGN = 256
+MAX_DIMS = 16
+MAX_ITEMS = 4096
+
+
+def dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def dtype_from_name(name):
+    dt = getattr(torch, name, None) if isinstance(name, str) and name.isidentifier() else None
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dt
+
+
+def _align(n):
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def span_bytes(t):
+    """Bytes of storage a tensor's view covers from its first element."""
+    if t.numel() == 0:
+        return 0
+    if any(s < 0 for s in t.stride()):
+        raise ValueError("negative strides are not supported")
+    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    return (last + 1) * t.element_size()
+
+
+class Arena:
+    """A shared, growable-by-replacement buffer. The checker creates it; the
+    candidate maps the descriptor it is sent."""
+
+    def __init__(self, size, fd=None):
+        self.size = max(int(size), ALIGN)
+        self.owner = fd is None
+        if fd is None:
+            fd = os.memfd_create("mkb-arena", os.MFD_CLOEXEC)
+            os.ftruncate(fd, self.size)
+        elif os.fstat(fd).st_size < self.size:
+            raise ValueError("arena descriptor is smaller than announced")
+        self.fd = fd
+        self.mm = mmap.mmap(fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.bytes = torch.frombuffer(self.mm, dtype=torch.uint8)
+        self.pinned = False
+
+    def pin(self):
+        """Page-lock the arena for fast copies to and from a GPU (best effort)."""
+        if self.pinned or not torch.cuda.is_available():
+            return
+        rc = torch.cuda.cudart().cudaHostRegister(self.bytes.data_ptr(), self.size, 0)
+        self.pinned = int(rc) == 0 if not isinstance(rc, tuple) else int(rc[0]) == 0
+
+    def view(self, off, span, dtype, shape, stride):
+        if off < 0 or span < 0 or off + span > self.size or off % ALIGN:
+            raise ValueError(f"view [{off}, {off + span}) outside the {self.size}-byte arena")
+        if len(shape) > MAX_DIMS or any(not isinstance(n, int) or n < 0 for n in shape) \
+                or any(not isinstance(s, int) or s < 0 for s in stride) or len(shape) != len(stride):
+            raise ValueError("bad shape or stride")
+        if span == 0:
+            return torch.empty(shape, dtype=dtype)
+        base = self.bytes[off:off + span].view(dtype)
+        return base.as_strided(shape, stride)
+
+    def close(self):
+        if self.pinned:
+            torch.cuda.cudart().cudaHostUnregister(self.bytes.data_ptr())
+            self.pinned = False
+        self.bytes = None
+        self.mm.close()
+        os.close(self.fd)
+
+
+# ---- inputs: checker side ------------------------------------------------
+
+def plan(values):
+    """Description and arena size for a nested structure of tensors and
+    scalars (the tensors get aligned slots in traversal order)."""
+    total = 0
+
+    def walk(v):
+        nonlocal total
+        if isinstance(v, torch.Tensor):
+            span = span_bytes(v)
+            d = {"k": "tensor", "dtype": dtype_name(v.dtype), "shape": list(v.shape),
+                 "stride": list(v.stride()), "off": total, "span": span}
+            total = _align(total + span)
+            return d
+        if isinstance(v, (tuple, list)):
+            return {"k": type(v).__name__, "items": [walk(x) for x in v]}
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return {"k": "scalar", "v": v}
+        return {"k": "other", "type": type(v).__name__}
+
+    return walk(values), max(total, ALIGN)
+
+
+def write(arena, values, desc):
+    """Copy the tensors of values into arena slots as planned."""
+    if desc["k"] == "tensor":
+        arena.view(desc["off"], desc["span"], values.dtype, desc["shape"], desc["stride"]).copy_(values)
+    elif desc["k"] in ("tuple", "list"):
+        for v, d in zip(values, desc["items"]):
+            write(arena, v, d)
+
+
+# ---- inputs: candidate side ----------------------------------------------
+
+def materialise(arena, desc, device):
+    """Fresh tensors on device with the described values, strides and dtypes."""
+    k = desc.get("k")
+    if k == "tensor":
+        dtype = dtype_from_name(desc["dtype"])
+        src = arena.view(desc["off"], desc["span"], dtype, desc["shape"], desc["stride"])
+        dst = torch.empty_strided(desc["shape"], desc["stride"], dtype=dtype, device=device)
+        dst.copy_(src)
+        return dst
+    if k in ("tuple", "list"):
+        items = [materialise(arena, d, device) for d in desc["items"]]
+        return tuple(items) if k == "tuple" else items
+    if k == "scalar":
+        return desc["v"]
+    raise ValueError(f"cannot rebuild input of kind {k!r}")
+
+
+# ---- outputs: the candidate writes, the checker reads --------------------
+
+def output_slots(expected):
+    """[(offset, bytes)] for the expected output tensors in traversal order,
+    and the arena size they need. Sent to the candidate (shapes are public:
+    the reference is in the agent's workspace)."""
+    slots, total = [], 0
+
+    def walk(v):
+        nonlocal total
+        if isinstance(v, torch.Tensor):
+            n = v.numel() * v.element_size()
+            slots.append((total, n))
+            total = _align(total + n)
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                walk(x)
+
+    walk(expected)
+    return slots, max(total, ALIGN)
+
+
+def export(arena, value, slots):
+    """Candidate side: describe value and copy its tensors (contiguous) into
+    the slots whose size fits. Returns the description."""
+    count = 0
+
+    def walk(v, depth=0):
+        nonlocal count
+        if depth > 8 or count > MAX_ITEMS:
+            return {"k": "other", "type": "too deep"}
+        if isinstance(v, torch.Tensor):
+            i = count
+            count += 1
+            n = v.numel() * v.element_size()
+            d = {"k": "tensor", "dtype": dtype_name(v.dtype), "shape": list(v.shape),
+                 "device": v.device.type, "slot": None}
+            if i < len(slots) and slots[i][1] == n:
+                off = slots[i][0]
+                stride = list(torch.empty(v.shape, device="meta").stride()) if v.dim() else []
+                arena.view(off, n, v.dtype, list(v.shape), stride).copy_(v.detach())
+                d["slot"] = i
+            return d
+        if isinstance(v, (tuple, list)):
+            return {"k": type(v).__name__, "items": [walk(x, depth + 1) for x in v[:MAX_ITEMS]]}
+        if v is None or isinstance(v, (bool, int, float)):
+            return {"k": "scalar", "v": v}
+        return {"k": "other", "type": type(v).__name__}
+
+    return walk(value)
+
+
+class Described:
+    """What the candidate said it returned, where it does not match what is
+    expected; str() names it the way correctness messages do."""
+
+    def __init__(self, text):
+        self.describe_as = text
+
+
+def snapshot(arena, desc, expected, slots, device):
+    """Checker side: rebuild the candidate's output from its description and
+    private copies of the arena slots, on the checker's device. Anything that
+    does not match expected's structure comes back as a stand-in that makes
+    correctness.check_structure report it (meta tensors keep shape and dtype)."""
+    k = desc.get("k") if isinstance(desc, dict) else None
+    if k == "tensor":
+        try:
+            dtype = dtype_from_name(desc.get("dtype"))
+            shape = [int(n) for n in desc.get("shape", [])][:MAX_DIMS + 1]
+        except (TypeError, ValueError):
+            return Described("tensor of an unknown dtype")
+        if desc.get("device") != (expected.device.type if isinstance(expected, torch.Tensor) else None) \
+                and isinstance(expected, torch.Tensor):
+            return Described(f"tensor{shape} {dtype_name(dtype)} on {desc.get('device')}")
+        slot = desc.get("slot")
+        fits = (isinstance(expected, torch.Tensor) and list(expected.shape) == shape
+                and expected.dtype == dtype and isinstance(slot, int) and 0 <= slot < len(slots))
+        if not fits:
+            if isinstance(expected, torch.Tensor) and list(expected.shape) == shape \
+                    and expected.dtype == dtype:
+                return Described(f"tensor{shape} {dtype_name(dtype)} that was not transferred")
+            return torch.empty(shape, dtype=dtype, device="meta")
+        off, n = slots[slot]
+        stride = list(expected.contiguous().stride()) if expected.dim() else []
+        return arena.view(off, n, dtype, shape, stride).clone().to(device)
+    if k in ("tuple", "list"):
+        items = desc.get("items")
+        if not isinstance(items, list):
+            return Described("malformed sequence")
+        exp = expected if isinstance(expected, (tuple, list)) else []
+        out = [snapshot(arena, d, exp[i] if i < len(exp) else None, slots, device)
+               for i, d in enumerate(items)]
+        return tuple(out) if k == "tuple" else out
+    if k == "scalar":
+        v = desc.get("v")
+        return v if v is None or isinstance(v, (bool, int, float)) else Described("scalar")
+    return Described(str(desc.get("type", "unknown")) if isinstance(desc, dict) else "unknown")
+
+
+def slot_bytes(arena, slots):
+    """The raw bytes of every slot, to notice writes after solve returned."""
+    return [bytes(arena.mm[off:off + n]) for off, n in slots]

@@ -1,0 +1,164 @@
+"""python -m mkb_grader.candidate: the candidate process, the only process that
+imports kernel.py. The judge starts it confined (src/sandbox.c) with one end
+of a SOCK_SEQPACKET pair as fd $MKB_PEER_FD; the checker on the other end
+decides everything. Nothing here is trusted: a kernel can rewrite any of it,
+which is why it holds no seed, no reference output, no verdict channel and
+no knowledge of which calls are checked (every call is).
+
+Messages from the checker, one reply each:
+  {"op": "arena", "in": bytes, "out": bytes} + 2 fds   map the shared arenas
+  {"op": "import", "kernel": path, "device": d}        import kernel.py, find solve
+  {"op": "prepare", "inputs": description}             fresh tensors on the device
+  {"op": "go", "slots": [[off, n], ...], "call": bool} time solve (or nothing:
+                                                      the checker's calibration)
+Replies: {"ok": true, ...} or {"error": text, "cuda": bool, "where": stage}.
+Before the first request it announces {"ok": true, "ready": true} once torch
+is imported, so start-up is not charged to the kernel's time."""
+import os
+import sys
+import time
+import traceback
+
+CUDA_ERROR_MARKERS = ("CUDA error", "CUDA_ERROR", "cudaError", "illegal memory access",
+                      "illegal address", "unspecified launch failure", "misaligned address",
+                      "device-side assert", "AcceleratorError")
+
+
+def describe(exc):
+    traceback.print_exception(exc, file=sys.stderr)
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".strip()
+    return text if len(text) <= 500 else text[:500] + " ..."
+
+
+def failure(exc, where):
+    text = f"{type(exc).__name__}: {exc}"
+    return {"error": describe(exc), "cuda": any(m in text for m in CUDA_ERROR_MARKERS),
+            "where": where}
+
+
+class Runner:
+    def __init__(self, peer):
+        import torch
+        import torch._dynamo  # slow to import: start-up, not the kernel's time
+        # TorchDynamo is off (PROTOCOL.md): torch.compile in a kernel runs eagerly.
+        torch._dynamo.config.disable = True
+        self.torch = torch
+        self.peer = peer
+        self.arena_in = self.arena_out = None
+        self.device = "cpu"
+        self.solve = None
+        self.inputs = None
+
+    def op_arena(self, msg, fds):
+        from .arena import Arena
+        if len(fds) != 2:
+            return {"error": "arena message without its two descriptors", "cuda": False}
+        for a in (self.arena_in, self.arena_out):
+            if a is not None:
+                a.close()
+        self.arena_in = Arena(msg["in"], fds[0])
+        self.arena_out = Arena(msg["out"], fds[1])
+        if self.device == "cuda":
+            self.arena_in.pin()
+            self.arena_out.pin()
+        return {"ok": True}
+
+    def op_import(self, msg, fds):
+        from .problem import load_module
+        torch = self.torch
+        self.device = msg.get("device", "cpu")
+        if self.device == "cuda":
+            torch.cuda.init()
+        kernel = msg["kernel"]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(kernel)))
+        try:
+            module = load_module("kernel", kernel)
+        except BaseException as exc:  # SystemExit from a kernel is its failure too
+            return failure(exc, "import")
+        solve = getattr(module, "solve", None)
+        if not callable(solve):
+            return {"error": "kernel.py defines no solve()", "cuda": False, "where": "import"}
+        self.solve = torch._dynamo.disable(solve, recursive=True)
+        return {"ok": True}
+
+    def op_prepare(self, msg, fds):
+        from .arena import materialise
+        self.inputs = None
+        try:
+            inputs = materialise(self.arena_in, msg["inputs"], self.device)
+            if self.device == "cuda":
+                self.torch.cuda.synchronize()
+        except Exception as exc:
+            return failure(exc, "prepare")
+        self.inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+        return {"ok": True}
+
+    def op_go(self, msg, fds):
+        from .arena import export
+        torch = self.torch
+        cuda = self.device == "cuda"
+        inputs, self.inputs = self.inputs, None
+        if msg.get("call", True) and inputs is None:
+            return {"error": "go without prepared inputs", "cuda": False}
+        try:
+            if cuda:
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                torch.cuda.synchronize()
+                start.record()
+                out = self.solve(*inputs) if msg.get("call", True) else None
+                end.record()
+                torch.cuda.synchronize()
+                ms = start.elapsed_time(end)
+            else:
+                t0 = time.perf_counter()
+                out = self.solve(*inputs) if msg.get("call", True) else None
+                ms = (time.perf_counter() - t0) * 1e3
+        except Exception as exc:
+            return failure(exc, "solve")
+        del inputs
+        if not msg.get("call", True):
+            return {"ok": True, "ms": ms}
+        try:
+            desc = export(self.arena_out, out, [tuple(s) for s in msg.get("slots", [])])
+            if cuda:
+                torch.cuda.synchronize()
+        except Exception as exc:
+            return failure(exc, "output transfer")
+        return {"ok": True, "ms": ms, "out": desc}
+
+    def serve(self):
+        from .wire import PeerLost
+        ops = {"arena": self.op_arena, "import": self.op_import,
+               "prepare": self.op_prepare, "go": self.op_go}
+        while True:
+            try:
+                msg, fds = self.peer.recv()
+            except PeerLost:
+                return 0
+            op = ops.get(msg.get("op"))
+            if op is None:
+                if msg.get("op") == "exit":
+                    return 0
+                reply = {"error": f"unknown op {msg.get('op')!r}", "cuda": False}
+            else:
+                reply = op(msg, fds)
+            self.peer.send(reply)
+
+
+def main():
+    import faulthandler
+    faulthandler.enable()
+    # Prints from the kernel go to stderr with everything else it writes.
+    os.dup2(2, 1)
+    from .wire import Peer
+    fd = int(os.environ.get("MKB_PEER_FD", "3"))
+    peer = Peer(fd, accept_fds=True)
+    runner = Runner(peer)  # imports torch: start-up, not the kernel's time
+    peer.send({"ok": True, "ready": True})
+    return runner.serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

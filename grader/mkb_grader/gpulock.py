@@ -1,0 +1,52 @@
+"""One GPU, shared while evaluations import and check, exclusive while one
+times (docs/judge.md, "Sharing the GPU"). A readers-writer lock over two
+flock files that every evaluation of the GPU opens: <path> itself (shared
+holders, or the one exclusive holder) and <path>.turnstile, which an
+exclusive taker holds while it waits so that new shared takers queue behind
+it instead of starving it. flock locks die with their process."""
+import fcntl
+import os
+import time
+
+
+class GpuLock:
+    def __init__(self, path):
+        self.path = path
+        self.fd = self.turnstile = None
+        self.mode = None
+        self.waited_ms = 0.0
+        if path:
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            self.turnstile = os.open(path + ".turnstile", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+
+    def _take(self, fd, how):
+        t0 = time.monotonic()
+        fcntl.flock(fd, how)
+        self.waited_ms += (time.monotonic() - t0) * 1e3
+
+    def shared(self):
+        if self.fd is None or self.mode == "shared":
+            return
+        self.release()
+        self._take(self.turnstile, fcntl.LOCK_EX)
+        try:
+            self._take(self.fd, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+        self.mode = "shared"
+
+    def exclusive(self):
+        if self.fd is None or self.mode == "exclusive":
+            return
+        self.release()
+        self._take(self.turnstile, fcntl.LOCK_EX)
+        try:
+            self._take(self.fd, fcntl.LOCK_EX)
+        finally:
+            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+        self.mode = "exclusive"
+
+    def release(self):
+        if self.fd is not None and self.mode:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        self.mode = None

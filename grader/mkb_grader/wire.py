@@ -1,0 +1,84 @@
+"""The channel between the checker and the candidate process: one JSON object
+per SOCK_SEQPACKET message, file descriptors only from checker to candidate.
+
+Both ends run this file, but only the checker's copy is trusted: whatever the
+candidate sends is parsed with a size cap, never unpickled, and never carries
+descriptors (any that arrive are closed unread)."""
+import array
+import json
+import socket
+
+MAX_MESSAGE = 1 << 20  # a message is a description, never tensor data
+MAX_FDS = 4
+
+
+class PeerLost(Exception):
+    """The other process closed the channel (it exited or crashed)."""
+
+
+class PeerTimeout(Exception):
+    """No message within the allowed time."""
+
+
+class ProtocolError(Exception):
+    """A message that is not one JSON object within the size cap."""
+
+
+class Peer:
+    def __init__(self, fd, accept_fds=False):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=fd)
+        self.accept_fds = accept_fds
+
+    def send(self, obj, fds=()):
+        data = json.dumps(obj, separators=(",", ":")).encode()
+        if len(data) > MAX_MESSAGE:
+            raise ProtocolError(f"message of {len(data)} bytes is over the {MAX_MESSAGE}-byte cap")
+        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+        self.sock.settimeout(None)
+        try:
+            self.sock.sendmsg([data], anc)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise PeerLost(str(exc)) from exc
+
+    def recv(self, timeout=None):
+        """(object, fds). fds is empty unless this end accepts descriptors."""
+        self.sock.settimeout(timeout)
+        try:
+            data, anc, flags, _ = self.sock.recvmsg(MAX_MESSAGE + 1,
+                                                    socket.CMSG_SPACE(MAX_FDS * 4))
+        except socket.timeout as exc:
+            raise PeerTimeout(f"no message within {timeout:.1f} s") from exc
+        except ConnectionResetError as exc:
+            raise PeerLost(str(exc)) from exc
+        fds = []
+        for level, kind, payload in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                got = array.array("i")
+                got.frombytes(payload[: len(payload) - len(payload) % 4])
+                fds.extend(got)
+        if not self.accept_fds or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            for fd in fds:
+                _close(fd)
+            fds = []
+        if not data:
+            raise PeerLost("the other side closed the channel")
+        if flags & socket.MSG_TRUNC or len(data) > MAX_MESSAGE:
+            raise ProtocolError(f"message over the {MAX_MESSAGE}-byte cap")
+        try:
+            obj = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"not JSON: {exc}") from exc
+        if not isinstance(obj, dict):
+            raise ProtocolError("message is not a JSON object")
+        return obj, fds
+
+    def close(self):
+        self.sock.close()
+
+
+def _close(fd):
+    import os
+    try:
+        os.close(fd)
+    except OSError:
+        pass

@@ -1,0 +1,74 @@
+/* Confinement of an untrusted process (a candidate kernel's process, an
+ * agent's commands): one module for both, applied in the child between fork
+ * and exec. Every layer the kernel offers is used; a layer the kernel lacks
+ * is skipped and the applied set is reported, so a verdict can say what was
+ * in force (docs/judge.md, "Confinement").
+ *
+ * Layers: user, mount, pid, network, IPC and UTS namespaces (a fresh /proc
+ * for the new pid namespace); resource limits; no_new_privs; Landlock
+ * (file access limited to the listed trees, no TCP, no signals or abstract
+ * sockets outside the sandbox); a seccomp filter (no ptrace, no access to
+ * other processes' memory, no mounts, no kernel modules, no sockets but
+ * AF_UNIX). */
+#ifndef MKB_SANDBOX_H
+#define MKB_SANDBOX_H
+
+#include <stddef.h>
+
+enum sandbox_layer {
+	SB_USERNS = 1 << 0,
+	SB_MOUNTNS = 1 << 1,
+	SB_PIDNS = 1 << 2,
+	SB_NETNS = 1 << 3,
+	SB_IPCNS = 1 << 4,
+	SB_UTSNS = 1 << 5,
+	SB_RLIMITS = 1 << 6,
+	SB_NO_NEW_PRIVS = 1 << 7,
+	SB_LANDLOCK_FS = 1 << 8,
+	SB_LANDLOCK_NET = 1 << 9,
+	SB_LANDLOCK_SCOPE = 1 << 10,
+	SB_SECCOMP = 1 << 11,
+};
+#define SB_LAYER_COUNT 12
+
+#define SANDBOX_MAX_PATHS 32
+
+struct sandbox {
+	const char *read[SANDBOX_MAX_PATHS];  /* trees readable and executable */
+	const char *write[SANDBOX_MAX_PATHS]; /* trees readable and writable */
+	size_t nread, nwrite;
+	int allow_network;  /* keep the host's network (external agents) */
+	unsigned disable;   /* layers not to apply (diagnosis: $MKB_SANDBOX_OFF) */
+	/* Resource limits; 0 leaves one as it is. */
+	long long mem_bytes;  /* address space (RLIMIT_AS), or data with mem_data */
+	int mem_data;         /* limit RLIMIT_DATA instead: CUDA reserves huge
+				 address ranges that RLIMIT_AS would refuse */
+	long long file_bytes; /* largest file it may write (RLIMIT_FSIZE) */
+	long open_files;      /* RLIMIT_NOFILE */
+	long processes;       /* RLIMIT_NPROC (not enforced for root: see docs) */
+};
+
+void sandbox_init(struct sandbox *sb);
+/* Add a tree; paths that do not exist are skipped at apply time. -1 when full. */
+int sandbox_allow_read(struct sandbox *sb, const char *path);
+int sandbox_allow_write(struct sandbox *sb, const char *path);
+/* Parse a comma list of layer names ("pid,net") into a mask; -1 on an
+ * unknown name. */
+int sandbox_parse_layers(const char *list, unsigned *mask);
+
+/* In the child after fork, before exec: apply every layer that can be
+ * applied. Only async-signal-safe calls (no allocation). With a pid
+ * namespace this forks twice: the process that returns runs inside it under
+ * a small init, and the process our parent started waits outside and ends
+ * the way the returning one ends. Returns the mask of layers in force, or -1 when a
+ * layer that was available failed half-way (the child must not exec). */
+int sandbox_apply(const struct sandbox *sb);
+
+/* "userns,mountns,..." for a mask, into out (always terminated). */
+void sandbox_describe(unsigned layers, char *out, size_t size);
+
+/* The layers this machine offers, probed once by applying them in a
+ * throwaway child. */
+unsigned sandbox_available(void);
+
+#endif
