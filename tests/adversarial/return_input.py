@@ -1,0 +1,2 @@
+def solve(hidden_states, residual, weight):
+    return hidden_states
