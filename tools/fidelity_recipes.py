@@ -76,7 +76,7 @@ spec(13, "13_dual_stream_joint_attention_fibo_fp32.json",
       I(None, "float32", ("HIDDEN_SIZE", "JOINT_ATTENTION_DIM")), I("to_v_context_bias", "float32", ("HIDDEN_SIZE",)),
       I(None, "float32", ("HIDDEN_SIZE", "HIDDEN_SIZE")), I("to_out_bias", "float32", ("HIDDEN_SIZE",)),
       H, I("pos_idx_axis1"), H, H, H, H, H, H, H,
-      I("IS_JOINT_BLOCK", "int")],
+      I(None, "int")],  # the module constant IS_JOINT_BLOCK is passed; the parameter name is hidden
      dtype_source="recipe name suffix _fp32")
 
 # ---------------------------------------------------------------- mlp_norm
@@ -85,7 +85,7 @@ spec(31, "31_groupnorm_sd15_fp32.json",
       "EPS": "eps"},
      [I("x", "float32", ("BATCH_SIZE", "NUM_CHANNELS", "HEIGHT", "WIDTH")),
       I("weight", "float32", ("NUM_CHANNELS",)), I("bias", "float32", ("NUM_CHANNELS",)),
-      I("EPS", "float")],
+      I(None, "float")],  # the module constant EPS is passed; the parameter name is hidden
      dtype_source="recipe name suffix _fp32")
 
 # ---------------------------------------------------------------- moe
