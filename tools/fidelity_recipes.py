@@ -52,6 +52,10 @@ H = I()  # an input whose name, dtype and shape are all hidden
 # accepted: differences accepted, each with its reason (substring -> reason).
 SPECS = {}
 
+# The 42 problems the public benchmark ships only as recipes.
+RECIPE_PROBLEMS = (10, 11, 12, 13, 27, 29, 30, 31, 32, 33, 34, 35, 37, 38, 39, 40, 41, 42, 43, 45, 46, 47,
+                   48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67)
+
 
 def spec(number, recipe, consts, inputs, outputs=None, accepted=None, dtype_source=None):
     SPECS[number] = {"recipe": recipe, "consts": consts, "inputs": inputs, "outputs": outputs,
@@ -60,7 +64,7 @@ def spec(number, recipe, consts, inputs, outputs=None, accepted=None, dtype_sour
 
 # ---------------------------------------------------------------- attention
 spec(13, "13_dual_stream_joint_attention_fibo_fp32.json",
-     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "TEXT_SEQ_LEN": "text_seq", "HEAD_DIM": "head_dim",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "expr:grid0 * grid1 * grid2", "TEXT_SEQ_LEN": "text_seq", "HEAD_DIM": "ref:HEAD_DIM",
       "HIDDEN_SIZE": "hidden", "JOINT_ATTENTION_DIM": "joint_dim", "ROPE_AXIS0_DIM": "ref:ROPE_AXIS0_DIM",
       "ROPE_AXIS1_DIM": "ref:ROPE_AXIS1_DIM", "ROPE_AXIS2_DIM": "ref:ROPE_AXIS2_DIM",
       "GRID_AXIS0": "grid0", "GRID_AXIS1": "grid1", "GRID_AXIS2": "grid2", "IS_JOINT_BLOCK": "ref:IS_JOINT_BLOCK"},
@@ -248,6 +252,9 @@ def check(number, public_dir, use_fake=True):
         if ours.startswith("ref:"):
             val = getattr(mod, ours[4:], None)
             where = f"reference.{ours[4:]}"
+        elif ours.startswith("expr:"):
+            val = safe_eval(ours[5:], params)
+            where = f"visible {ours[5:]}"
         else:
             val = params.get(ours)
             where = f"visible.{ours}"
@@ -334,15 +341,15 @@ def check(number, public_dir, use_fake=True):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--public", required=True, help="folder holding problems/_sol_execbench/*.json")
-    ap.add_argument("--problems", default="", help="comma-separated numbers (default: all in SPECS)")
+    ap.add_argument("--problems", default="", help="comma-separated numbers (default: all 42 recipe problems)")
     ap.add_argument("--no-fake", action="store_true", help="do not run make_inputs under FakeTensorMode")
     args = ap.parse_args(argv)
-    numbers = [int(n) for n in args.problems.split(",") if n.strip()] or sorted(SPECS)
+    numbers = [int(n) for n in args.problems.split(",") if n.strip()] or list(RECIPE_PROBLEMS)
     bad = 0
     print(f"{'#':>3}  {'verdict':<9} {'checked':>7}  recipe / differences")
     for n in numbers:
         if n not in SPECS:
-            print(f"{n:>3}  {'NO SPEC':<9} {'':>7}  (no spec for this problem)")
+            print(f"{n:>3}  {'NO SPEC':<9} {'':>7}  (not yet compared field by field: no spec written)")
             bad += 1
             continue
         r = check(n, args.public, use_fake=not args.no_fake)
