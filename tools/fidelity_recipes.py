@@ -132,6 +132,13 @@ spec(61, "61_mlp_silu_gating_qwen3_8b_nvfp4.json",
      + _nvfp4_weight("HIDDEN_SIZE", "INTERMEDIATE_SIZE"),
      outputs=1, dtype_source="x dtype hidden (bf16 reconstructed)")
 
+spec(60, "60_mamba2_output_projection_nemotron_nvfp4.json",
+     {"M": "m", "HIDDEN_SIZE": "n", "INTERMEDIATE_SIZE": "k"},
+     [I(None, "float4_e2m1fn_x2", ("BATCH", "M", "INTERMEDIATE_SIZE // 2")), H, H, H, H, H],
+     outputs=1, dtype_source="fp4 operands from the visible helper skeleton; output in compute_dtype "
+                             "= promote_types(global_decode_scale_input.dtype, float32), i.e. fp32",
+     accepted={})
+
 # ---------------------------------------------------------------- linear_attention
 spec(64, "64_mamba_chunk_scan_segsum_granite_bf16.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "NUM_HEADS": "heads", "HEAD_DIM": "head_dim",
