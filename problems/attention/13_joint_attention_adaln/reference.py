@@ -1,95 +1,97 @@
-"""Problem 13: dual-stream joint attention with AdaLN modulation and 3-D RoPE,
-fp32 (SOL-ExecBench style; the attention half of an MMDiT/Flux double block).
+"""Problem 13: FIBO dual-stream joint attention block, fp32 (SOL-ExecBench).
 
-Each stream (image, text) has its own weights:
-    shift, scale, gate = chunk3( silu(vec) Wmod^T + bmod )          per sample
-    h = LayerNorm(x) * (1 + scale) + shift                          (no affine)
-    q, k, v = h Wqkv^T + bqkv;  q, k = RMSNorm(q) * wq, RMSNorm(k) * wk   per head
-The text tokens are placed before the image tokens, 3-D RoPE (axes t/row/col)
-is applied to q and k of the joint sequence, one full bidirectional attention
-runs over it, and each stream gets back its part:
-    x_out = x + gate * (attn_part Wproj^T + bproj)
+Image tokens attend to [text K/V context ; image K/V]; the text stream enters
+only as keys and values projected from its 4096-wide encoder states.
+  mod  = silu(timestep_embedding) @ W_ada^T + b_ada -> 6 chunks of hidden; the
+         attention block uses (shift, scale, gate) = chunks 0, 1, 2
+  h    = LayerNorm(hidden_states) * (1 + scale) + shift       (no affine, eps 1e-6)
+  q, k, v = h @ W^T + b   (24 heads of 128); q, k get a 3-axis RoPE: for axis
+         a the position pos_idx_axis_a selects a row of the (cos, sin) table of
+         that axis (HEAD_DIM // 3 rotary dims per axis, pairs interleaved,
+         axes in order, trailing dims unrotated)
+  k_ctx, v_ctx = encoder_hidden_states @ W_ctx^T + b_ctx
+  a    = softmax(q [k_ctx ; k]^T / sqrt(128)) [v_ctx ; v]   (joint block;
+         image K/V only when is_joint_block == 0)
+  out  = hidden_states + gate * (a @ W_out^T + b_out)
 """
+import math
+
 import torch
+import torch.nn.functional as F
 
 HEAD_DIM = 128
-AXES_DIM = (16, 56, 56)   # rotary dims per position axis (sum = HEAD_DIM)
-ROPE_THETA = 10000.0
-LN_EPS = 1e-6
-QK_EPS = 1e-6
+ROPE_AXIS0_DIM = 16   # rows of each axis' (cos, sin) table (positions 0 .. dim-1)
+ROPE_AXIS1_DIM = 56
+ROPE_AXIS2_DIM = 56
+ROPE_THETA = 10000.0  # reconstructed (hidden in the recipe)
+IS_JOINT_BLOCK = 1
+LN_EPS = 1e-6         # reconstructed
 
 
-def _rope_3d(x, ids):
-    # x: [batch, heads, tokens, HEAD_DIM]; ids: [tokens, 3]. Interleaved pairs (2i, 2i+1).
-    angles = []
-    for axis, dim in enumerate(AXES_DIM):
-        omega = ROPE_THETA ** -(torch.arange(0, dim, 2, device=x.device, dtype=x.dtype) / dim)
-        angles.append(ids[:, axis].to(x.dtype)[:, None] * omega[None, :])
-    angles = torch.cat(angles, dim=-1)             # [tokens, HEAD_DIM/2]
-    cos, sin = angles.cos(), angles.sin()
-    x0, x1 = x[..., 0::2], x[..., 1::2]
-    return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).flatten(-2)
+def _rope(t, cos, sin):
+    """t [b, h, s, d]; cos, sin [s, p] for the first 2p dims, pairs (2i, 2i+1)."""
+    p = cos.shape[-1]
+    rot, rest = t[..., :2 * p], t[..., 2 * p:]
+    even, odd = rot[..., 0::2], rot[..., 1::2]
+    out = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+    return torch.cat((out, rest), dim=-1)
 
 
-def _rmsnorm(x, weight):
-    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + QK_EPS) * weight
-
-
-def _pre_attention(x, vec, w_mod, b_mod, w_qkv, b_qkv, q_norm, k_norm, acc):
-    batch, tokens, hidden = x.shape
+def reference(hidden_states, timestep_embedding, encoder_hidden_states,
+              adaln_linear_weight, adaln_linear_bias, to_q_weight, to_q_bias,
+              to_k_weight, to_k_bias, to_v_weight, to_v_bias,
+              to_k_context_weight, to_k_context_bias, to_v_context_weight, to_v_context_bias,
+              to_out_weight, to_out_bias, pos_idx_axis0, pos_idx_axis1, pos_idx_axis2,
+              cos_axis0, sin_axis0, cos_axis1, sin_axis1, cos_axis2, sin_axis2, is_joint_block):
+    batch, seq, hidden = hidden_states.shape
     heads = hidden // HEAD_DIM
-    mod = torch.nn.functional.silu(vec.to(acc)) @ w_mod.to(acc).T + b_mod.to(acc)
-    shift, scale, gate = mod[:, None, :].chunk(3, dim=-1)
-    h = torch.nn.functional.layer_norm(x.to(acc), (hidden,), eps=LN_EPS)
-    h = h * (1.0 + scale) + shift
-    qkv = (h @ w_qkv.to(acc).T + b_qkv.to(acc)).view(batch, tokens, 3, heads, HEAD_DIM)
-    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)     # [batch, heads, tokens, HEAD_DIM]
-    return _rmsnorm(q, q_norm.to(acc)), _rmsnorm(k, k_norm.to(acc)), v, gate
+    mod = F.linear(F.silu(timestep_embedding), adaln_linear_weight, adaln_linear_bias)
+    shift, scale, gate = mod.chunk(6, dim=-1)[:3]
+    h = F.layer_norm(hidden_states, (hidden,), eps=LN_EPS) * (1 + scale[:, None]) + shift[:, None]
+
+    def heads_of(t):
+        return t.view(batch, -1, heads, HEAD_DIM).transpose(1, 2)
+
+    q = heads_of(F.linear(h, to_q_weight, to_q_bias))
+    k = heads_of(F.linear(h, to_k_weight, to_k_bias))
+    v = heads_of(F.linear(h, to_v_weight, to_v_bias))
+    cos = torch.cat((cos_axis0[pos_idx_axis0], cos_axis1[pos_idx_axis1], cos_axis2[pos_idx_axis2]), dim=-1)
+    sin = torch.cat((sin_axis0[pos_idx_axis0], sin_axis1[pos_idx_axis1], sin_axis2[pos_idx_axis2]), dim=-1)
+    q, k = _rope(q, cos, sin), _rope(k, cos, sin)
+    if is_joint_block:
+        k_ctx = heads_of(F.linear(encoder_hidden_states, to_k_context_weight, to_k_context_bias))
+        v_ctx = heads_of(F.linear(encoder_hidden_states, to_v_context_weight, to_v_context_bias))
+        k = torch.cat((k_ctx, k), dim=2)
+        v = torch.cat((v_ctx, v), dim=2)
+    probs = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(HEAD_DIM), dim=-1)
+    a = torch.matmul(probs, v).transpose(1, 2).reshape(batch, seq, hidden)
+    return hidden_states + gate[:, None] * F.linear(a, to_out_weight, to_out_bias)
 
 
-def reference(img, txt, vec, ids,
-              img_mod_w, img_mod_b, img_qkv_w, img_qkv_b, img_q_norm, img_k_norm, img_proj_w, img_proj_b,
-              txt_mod_w, txt_mod_b, txt_qkv_w, txt_qkv_b, txt_q_norm, txt_k_norm, txt_proj_w, txt_proj_b):
-    acc = torch.promote_types(img.dtype, torch.float32)
-    batch, n_img, hidden = img.shape
-    n_txt = txt.shape[1]
-    qi, ki, vi, gate_i = _pre_attention(img, vec, img_mod_w, img_mod_b, img_qkv_w, img_qkv_b,
-                                        img_q_norm, img_k_norm, acc)
-    qt, kt, vt, gate_t = _pre_attention(txt, vec, txt_mod_w, txt_mod_b, txt_qkv_w, txt_qkv_b,
-                                        txt_q_norm, txt_k_norm, acc)
-    q = _rope_3d(torch.cat([qt, qi], dim=2), ids)
-    k = _rope_3d(torch.cat([kt, ki], dim=2), ids)
-    v = torch.cat([vt, vi], dim=2)
-    p = torch.softmax((q @ k.transpose(-1, -2)) * HEAD_DIM ** -0.5, dim=-1)
-    o = (p @ v).transpose(1, 2).reshape(batch, n_txt + n_img, hidden)
-    txt_out = txt.to(acc) + gate_t * (o[:, :n_txt] @ txt_proj_w.to(acc).T + txt_proj_b.to(acc))
-    img_out = img.to(acc) + gate_i * (o[:, n_txt:] @ img_proj_w.to(acc).T + img_proj_b.to(acc))
-    return img_out.to(img.dtype), txt_out.to(txt.dtype)
-
-
-def make_inputs(batch, img_h, img_w, txt, hidden, *, seed, device="cuda"):
+def make_inputs(batch, grid0, grid1, grid2, text_seq, hidden, joint_dim, *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
-    def draw(*shape, scale=1.0, mean=0.0):
-        return mean + scale * torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    n_img = img_h * img_w
-    img_x = draw(batch, n_img, hidden)
-    txt_x = draw(batch, txt, hidden)
-    vec = draw(batch, hidden)
-    # Position ids: text tokens all at (0, 0, 0); image patches at (0, row, col).
-    rows = torch.arange(img_h, device=device).repeat_interleave(img_w)
-    cols = torch.arange(img_w, device=device).repeat(img_h)
-    img_ids = torch.stack([torch.zeros_like(rows), rows, cols], dim=-1)
-    ids = torch.cat([torch.zeros(txt, 3, dtype=img_ids.dtype, device=device), img_ids]).to(torch.int32)
-    streams = []
-    for _ in range(2):
-        streams += [
-            draw(3 * hidden, hidden, scale=0.5 * hidden ** -0.5),  # mod_w: scale/shift/gate stay O(0.5)
-            draw(3 * hidden, scale=0.1),                            # mod_b
-            draw(3 * hidden, hidden, scale=hidden ** -0.5),         # qkv_w
-            draw(3 * hidden, scale=0.1),                            # qkv_b
-            draw(HEAD_DIM, scale=0.1, mean=1.0),                    # q_norm
-            draw(HEAD_DIM, scale=0.1, mean=1.0),                    # k_norm
-            draw(hidden, hidden, scale=hidden ** -0.5),             # proj_w
-            draw(hidden, scale=0.1),                                # proj_b
-        ]
-    return (img_x, txt_x, vec, ids, *streams)
+    seq = grid0 * grid1 * grid2
+    def draw(*shape):
+        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
+    def linear(out_f, in_f):
+        return draw(out_f, in_f) / math.sqrt(in_f), 0.1 * draw(out_f)
+    hidden_states = draw(batch, seq, hidden)
+    timestep_embedding = draw(batch, hidden)
+    encoder_hidden_states = draw(batch, text_seq, joint_dim)
+    weights = []
+    for out_f, in_f in ((6 * hidden, hidden), (hidden, hidden), (hidden, hidden), (hidden, hidden),
+                        (hidden, joint_dim), (hidden, joint_dim), (hidden, hidden)):
+        weights += linear(out_f, in_f)
+    token = torch.arange(seq, device=device)
+    pos0 = token // (grid1 * grid2)
+    pos1 = (token // grid2) % grid1
+    pos2 = token % grid2
+    per_axis = HEAD_DIM // 3
+    steps = torch.arange(0, per_axis, 2, device=device, dtype=torch.float32)
+    inv_freq = 1.0 / (ROPE_THETA ** (steps / per_axis))
+    tables = []
+    for rows in (ROPE_AXIS0_DIM, ROPE_AXIS1_DIM, ROPE_AXIS2_DIM):
+        freqs = torch.outer(torch.arange(rows, device=device, dtype=torch.float32), inv_freq)
+        tables += [freqs.cos(), freqs.sin()]
+    return (hidden_states, timestep_embedding, encoder_hidden_states, *weights,
+            pos0, pos1, pos2, *tables, IS_JOINT_BLOCK)

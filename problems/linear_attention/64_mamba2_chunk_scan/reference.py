@@ -1,92 +1,98 @@
-"""Problem 64: Mamba2 chunked SSD scan (mamba_chunk_scan_combined, forward).
+"""Problem 64: Mamba2 chunked scan (SSD) with segment-sum decay, inter-chunk
+state recurrence from a given initial state, and D residual (Granite shape,
+SOL-ExecBench). bf16 in and out.
 
-Per head h (head_dim P, state N, B/C group h // (heads / groups)):
-
-    dt_t = softplus(dt_raw_t + dt_bias);  a_t = exp(dt_t A),  A = -exp(A_log) < 0
-    h_t  = a_t h_{t-1} + dt_t x_t B_t^T ,   y_t = h_t C_t + D x_t
-
-evaluated the way the SSD algorithm does, in chunks of 256 tokens:
-  1. intra-chunk (diagonal blocks): y_i += sum_{j<=i} (C_i . B_j) exp(cumA_i - cumA_j) dt_j x_j
-  2. each chunk's own end state, from its tokens only
-  3. a short recurrence over chunks carries the state across chunk boundaries
-  4. inter-chunk (off-diagonal): y_i += exp(cumA_i) C_i . (state entering the chunk)
+Inputs are already discretised: A [batch, heads, seq] is the per-step log
+decay (dt * A, negative), hidden_states [batch, seq, heads, head_dim] the
+per-step input (x * dt). Returns (y, final state); the sequence is cut in
+chunks of CHUNK_SIZE steps (the tail padded with zeros) and computed in the
+HF-transformers Mamba2 torch_forward form: intra-chunk (diagonal blocks)
+through exp(segment sums), chunk states, a recurrence over chunks seeded by
+initial_states, and the off-diagonal contribution.
 """
 import torch
 import torch.nn.functional as F
 
-CHUNK = 256
+CHUNK_SIZE = 256
 
 
-def reference(x, dt, A_log, B, C, D, dt_bias):
-    acc = torch.promote_types(x.dtype, torch.float32)
-    batch, seq, heads, head_dim = x.shape
-    groups, state = B.shape[2], B.shape[3]
-    rep = heads // groups
-    out_dtype = x.dtype
+def _segment_sum(t):
+    """t [..., l] -> [..., l, l] with out[i, j] = sum(t[j+1 .. i]) for j <= i, -inf above."""
+    length = t.size(-1)
+    t = t[..., None].expand(*t.size(), length)
+    below = torch.tril(torch.ones(length, length, dtype=torch.bool, device=t.device), diagonal=-1)
+    t = t.masked_fill(~below, 0)
+    sums = torch.cumsum(t, dim=-2)
+    keep = torch.tril(torch.ones(length, length, dtype=torch.bool, device=t.device), diagonal=0)
+    return sums.masked_fill(~keep, -torch.inf)
 
-    x = x.to(acc)
-    dt = F.softplus(dt.to(acc) + dt_bias.to(acc))                  # [b, l, H]
-    a = dt * -torch.exp(A_log.to(acc))                             # log decay per step
-    B = B.to(acc)
-    C = C.to(acc)
 
-    # pad the tail to a whole chunk with dt = 0 (decay 1, no input)
-    pad = (-seq) % CHUNK
-    xp = F.pad(x, (0, 0, 0, 0, 0, pad))
-    dtp, ap = F.pad(dt, (0, 0, 0, pad)), F.pad(a, (0, 0, 0, pad))
-    Bp, Cp = F.pad(B, (0, 0, 0, 0, 0, pad)), F.pad(C, (0, 0, 0, 0, 0, pad))
-    n = (seq + pad) // CHUNK
+def _pad_seq(t, pad):
+    """Zero-pad dim 1 (the sequence) of a 3-D or 4-D tensor by pad steps."""
+    widths = (0, 0, 0, 0, 0, pad, 0, 0) if t.dim() == 4 else (0, 0, 0, pad, 0, 0)
+    return F.pad(t, widths, mode="constant", value=0)
 
-    # [b, chunk index, position in chunk, ...]; heads of a group read the same B/C
-    xc = xp.reshape(batch, n, CHUNK, heads, head_dim)
-    dtc = dtp.reshape(batch, n, CHUNK, heads)
-    Bc = Bp.reshape(batch, n, CHUNK, groups, state).repeat_interleave(rep, dim=3)
-    Cc = Cp.reshape(batch, n, CHUNK, groups, state).repeat_interleave(rep, dim=3)
-    cum = ap.reshape(batch, n, CHUNK, heads).cumsum(dim=2)          # [b, n, l, H]
-    cum_h = cum.permute(0, 1, 3, 2)                                 # [b, n, H, l]
+
+def _chunks(t, pad, chunk):
+    """[b, s, ...] -> [b, s / chunk, chunk, ...] after padding."""
+    t = _pad_seq(t, pad)
+    return t.reshape(t.shape[0], -1, chunk, *t.shape[2:])
+
+
+def reference(hidden_states, A, B, C, D, initial_states):
+    chunk = CHUNK_SIZE
+    dtype = hidden_states.dtype
+    acc = torch.promote_types(dtype, torch.float32)
+    batch, seq, heads, head_dim = hidden_states.shape
+    pad = (chunk - seq % chunk) % chunk
+
+    x = hidden_states.to(acc)
+    a = A.to(acc).transpose(1, 2)                          # [b, s, h]
+    B = B.to(acc).repeat_interleave(heads // B.shape[2], dim=2)   # groups -> heads
+    C = C.to(acc).repeat_interleave(heads // C.shape[2], dim=2)
+    D = D.to(acc)
+    state0 = initial_states.to(acc)
+
+    D_residual = D[..., None] * _pad_seq(x, pad)
+    x, a, B, C = (_chunks(t, pad, chunk) for t in (x, a, B, C))
+    a = a.permute(0, 3, 1, 2)                               # [b, h, c, l]
+    a_cumsum = torch.cumsum(a, dim=-1)
 
     # 1. diagonal blocks
-    causal = torch.ones(CHUNK, CHUNK, dtype=torch.bool, device=x.device).tril()
-    decay = torch.exp((cum_h[..., :, None] - cum_h[..., None, :]).masked_fill(~causal, float("-inf")))
-    CB = torch.einsum("bcihn,bcjhn->bchij", Cc, Bc)                 # [b, n, H, l, l]
-    W = CB * decay * dtc.permute(0, 1, 3, 2)[..., None, :]
-    y = torch.einsum("bchij,bcjhp->bcihp", W, xc)
+    L = torch.exp(_segment_sum(a))
+    G = (C[:, :, :, None, :, :] * B[:, :, None, :, :, :]).sum(dim=-1)
+    M = (G[..., None] * L.permute(0, 2, 3, 4, 1)[..., None]).sum(dim=-1)
+    y_diag = (M[..., None] * x[:, :, None]).sum(dim=3)
 
-    # 2. state of each chunk from its own tokens, decayed to the chunk end
-    to_end = torch.exp(cum[:, :, -1:, :] - cum) * dtc               # [b, n, l, H]
-    chunk_states = torch.einsum("bclhp,bclhn->bchpn", xc * to_end[..., None], Bc)
+    # 2. state of every chunk
+    decay_states = torch.exp(a_cumsum[:, :, :, -1:] - a_cumsum)
+    B_decay = B * decay_states.permute(0, -2, -1, 1)[..., None]
+    states = (B_decay[..., None, :] * x[..., None]).sum(dim=2)
 
-    # 3. states entering each chunk
-    chunk_decay = torch.exp(cum[:, :, -1, :])                       # [b, n, H]
-    h = torch.zeros(batch, heads, head_dim, state, dtype=acc, device=x.device)
-    entering = []
-    for c in range(n):
-        entering.append(h)
-        h = chunk_decay[:, c, :, None, None] * h + chunk_states[:, c]
-    entering = torch.stack(entering, dim=1)                         # [b, n, H, P, N]
+    # 3. recurrence over chunks, from the initial state
+    states = torch.cat([state0[:, None], states], dim=1)
+    decay_chunk = torch.exp(_segment_sum(F.pad(a_cumsum[:, :, :, -1], (1, 0)))).transpose(1, 3)
+    new_states = (decay_chunk[..., None, None] * states[:, :, None, ...]).sum(dim=1)
+    states, final_state = new_states[:, :-1], new_states[:, -1]
 
-    # 4. contribution of the entering state
-    y = y + torch.einsum("bclhn,bchpn->bclhp", Cc * torch.exp(cum)[..., None], entering)
+    # 4. state -> output
+    state_decay_out = torch.exp(a_cumsum)
+    y_off = (C[..., None, :] * states[:, :, None, ...]).sum(dim=-1) * state_decay_out.permute(0, 2, 3, 1)[..., None]
 
-    y = y.reshape(batch, n * CHUNK, heads, head_dim)[:, :seq]
-    y = y + D.to(acc)[:, None] * x
-    return y.to(out_dtype).contiguous()
+    y = (y_diag + y_off).reshape(batch, -1, heads, head_dim) + D_residual
+    y = y[:, :seq]
+    return y.to(dtype), final_state.to(dtype)
 
 
-def make_inputs(batch, seq, heads, head_dim, groups, state, *, seed, device="cuda"):
+def make_inputs(batch, seq, heads, head_dim, state, groups, *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
-    def randn(*shape):
-        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    def rand(*shape):
-        return torch.rand(*shape, generator=g, device=device, dtype=torch.float32)
-    bf16 = torch.bfloat16
-    x = randn(batch, seq, heads, head_dim).to(bf16)
-    dt = randn(batch, seq, heads).to(bf16)
-    # Mamba2 initialisation: dt log-uniform in [1e-3, 1e-1] stored as inverse softplus; A in [1, 16]
-    dt0 = torch.exp(torch.log(torch.tensor(1e-3)).item() + rand(heads) * torch.log(torch.tensor(100.0)).item())
-    dt_bias = dt0 + torch.log(-torch.expm1(-dt0))
-    A_log = torch.log(1.0 + 15.0 * rand(heads))
-    B = randn(batch, seq, groups, state).to(bf16)
-    C = (state ** -0.5 * randn(batch, seq, groups, state)).to(bf16)
-    D = 1.0 + 0.1 * randn(heads)
-    return x, dt, A_log, B, C, D, dt_bias
+    def draw(*shape):
+        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32).to(torch.bfloat16)
+    hidden_states = draw(batch, seq, heads, head_dim)
+    A = (torch.rand(batch, heads, seq, generator=g, device=device, dtype=torch.float32)
+         * (-0.0005 + 0.02) - 0.02).to(torch.bfloat16)     # uniform(-0.02, -0.0005)
+    B = draw(batch, seq, groups, state)
+    C = draw(batch, seq, groups, state)
+    D = draw(heads)
+    initial_states = draw(batch, heads, head_dim, state)
+    return hidden_states, A, B, C, D, initial_states

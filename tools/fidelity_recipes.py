@@ -1,0 +1,374 @@
+#!/usr/bin/env python3
+"""Field-by-field fidelity check of the 42 recipe problems against the public
+recipes of YIGE24/MetaKernelBench (problems/_sol_execbench/*.json @ d90ba28).
+
+    build/python tools/fidelity_recipes.py --public /work/public-mkb [--problems 13,31,...]
+
+A public recipe is a layout with its hidden tokens blanked (U+E000); what is
+readable is checked here:
+  consts   every `NAME = value` the recipe shows, against our visible workload
+           (or a module constant of our reference.py);
+  inputs   the input list make_inputs returns: count, and each name, dtype and
+           shape the recipe shows (shapes as expressions of its constants);
+  outputs  the number of outputs where the recipe shows it.
+Every fact in SPECS below must be *grounded*: its name / shape text is found
+in the recipe's layout, so a wrong spec fails as loudly as a wrong problem.
+Our side is read from problem.json (input/output strings, visible workload)
+and, where cheap, from make_inputs run under FakeTensorMode (no memory, no
+compute) to confirm that problem.json describes what make_inputs returns.
+
+Prints one row per problem; exits 1 on any difference not listed as accepted.
+"""
+import argparse
+import ast
+import importlib.util
+import json
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOLE = "\ue000"
+RECIPES = "problems/_sol_execbench"
+
+DTYPES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp32": "float32", "float32": "float32",
+          "f32": "float32", "fp16": "float16", "float16": "float16", "fp64": "float64",
+          "int64": "int64", "int32": "int32", "uint8": "uint8", "bool": "bool",
+          "fp8": "float8_e4m3fn", "float4_e2m1fn_x2": "float4_e2m1fn_x2", "fp4x2": "float4_e2m1fn_x2", "float8_e4m3fn": "float8_e4m3fn", "e4m3": "float8_e4m3fn",
+          "int": "int", "float": "float", "scalar": "scalar"}
+
+
+def I(name=None, dtype=None, shape=None):
+    """One public input: name / dtype / shape (tuple of expressions over the
+    recipe's constants), None where the recipe hides it."""
+    return {"name": name, "dtype": dtype, "shape": shape}
+
+
+H = I()  # an input whose name, dtype and shape are all hidden
+
+# Per problem: recipe file; consts: public constant -> our workload parameter
+# (or "ref:NAME" for a module constant of our reference.py); inputs: the
+# public input list in order; outputs: number of outputs (None: hidden);
+# accepted: differences accepted, each with its reason (substring -> reason).
+SPECS = {}
+
+# The 42 problems the public benchmark ships only as recipes.
+RECIPE_PROBLEMS = (10, 11, 12, 13, 27, 29, 30, 31, 32, 33, 34, 35, 37, 38, 39, 40, 41, 42, 43, 45, 46, 47,
+                   48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67)
+
+
+def spec(number, recipe, consts, inputs, outputs=None, accepted=None, dtype_source=None):
+    SPECS[number] = {"recipe": recipe, "consts": consts, "inputs": inputs, "outputs": outputs,
+                     "accepted": accepted or {}, "dtype_source": dtype_source}
+
+
+# ---------------------------------------------------------------- attention
+spec(13, "13_dual_stream_joint_attention_fibo_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "expr:grid0 * grid1 * grid2", "TEXT_SEQ_LEN": "text_seq", "HEAD_DIM": "ref:HEAD_DIM",
+      "HIDDEN_SIZE": "hidden", "JOINT_ATTENTION_DIM": "joint_dim", "ROPE_AXIS0_DIM": "ref:ROPE_AXIS0_DIM",
+      "ROPE_AXIS1_DIM": "ref:ROPE_AXIS1_DIM", "ROPE_AXIS2_DIM": "ref:ROPE_AXIS2_DIM",
+      "GRID_AXIS0": "grid0", "GRID_AXIS1": "grid1", "GRID_AXIS2": "grid2", "IS_JOINT_BLOCK": "ref:IS_JOINT_BLOCK"},
+     [I("hidden_states", "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I("timestep_embedding", "float32", ("BATCH_SIZE", "HIDDEN_SIZE")),
+      I("encoder_hidden_states", "float32", ("BATCH_SIZE", "TEXT_SEQ_LEN", "JOINT_ATTENTION_DIM")),
+      I(None, "float32", ("MODULATION_DIM", "HIDDEN_SIZE")),
+      I("adaln_linear_bias", "float32", ("MODULATION_DIM",)),
+      I(None, "float32", ("HIDDEN_SIZE", "HIDDEN_SIZE")), I("to_q_bias", "float32", ("HIDDEN_SIZE",)),
+      I(None, "float32", ("HIDDEN_SIZE", "HIDDEN_SIZE")), I("to_k_bias", "float32", ("HIDDEN_SIZE",)),
+      I(None, "float32", ("HIDDEN_SIZE", "HIDDEN_SIZE")), I("to_v_bias", "float32", ("HIDDEN_SIZE",)),
+      I(None, "float32", ("HIDDEN_SIZE", "JOINT_ATTENTION_DIM")), I("to_k_context_bias", "float32", ("HIDDEN_SIZE",)),
+      I(None, "float32", ("HIDDEN_SIZE", "JOINT_ATTENTION_DIM")), I("to_v_context_bias", "float32", ("HIDDEN_SIZE",)),
+      I(None, "float32", ("HIDDEN_SIZE", "HIDDEN_SIZE")), I("to_out_bias", "float32", ("HIDDEN_SIZE",)),
+      H, I("pos_idx_axis1"), H, H, H, H, H, H, H,
+      I(None, "int")],  # the module constant IS_JOINT_BLOCK is passed; the parameter name is hidden
+     dtype_source="recipe name suffix _fp32")
+
+# ---------------------------------------------------------------- mlp_norm
+spec(31, "31_groupnorm_sd15_fp32.json",
+     {"BATCH_SIZE": "batch", "NUM_CHANNELS": "channels", "HEIGHT": "height", "WIDTH": "width",
+      "EPS": "eps"},
+     [I("x", "float32", ("BATCH_SIZE", "NUM_CHANNELS", "HEIGHT", "WIDTH")),
+      I("weight", "float32", ("NUM_CHANNELS",)), I("bias", "float32", ("NUM_CHANNELS",)),
+      I(None, "float")],  # the module constant EPS is passed; the parameter name is hidden
+     dtype_source="recipe name suffix _fp32")
+
+# ---------------------------------------------------------------- moe
+spec(51, "51_sparse_expert_dispatch_combine_gptoss_fp32.json",
+     {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
+      "NUM_LOCAL_EXPERTS": "experts", "NUM_EXPERTS_PER_TOKEN": "ref:TOP_K"},
+     [I("hidden_states", "float32", ("NUM_TOKENS", "HIDDEN_SIZE")),
+      I("router_indices", "int64", ("NUM_TOKENS", "NUM_EXPERTS_PER_TOKEN")),
+      I("routing_weights", "float32", ("NUM_TOKENS", "NUM_LOCAL_EXPERTS")),
+      I("gate_up_projection", "float32", ("NUM_LOCAL_EXPERTS", "HIDDEN_SIZE", "2 * INTERMEDIATE_SIZE")),
+      I("gate_up_projection_bias", "float32", ("NUM_LOCAL_EXPERTS", "2 * INTERMEDIATE_SIZE")),
+      I("down_projection", "float32", ("NUM_LOCAL_EXPERTS", "INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I("down_projection_bias", "float32", ("NUM_LOCAL_EXPERTS", "HIDDEN_SIZE"))],
+     dtype_source="recipe name suffix _fp32; router_indices from .indices of topk")
+
+# ---------------------------------------------------------------- quantization
+
+def _nvfp4_weight(rows, cols):
+    """code / scale / global decode of one NVFP4 weight [1, rows, cols]."""
+    return [I(None, "float4_e2m1fn_x2", ("1", rows, f"{cols} // 2")),
+            I(None, "float8_e4m3fn", ("1", rows, f"{cols} // 16")), I(None, "float")]
+
+
+spec(57, "57_qkvo_attention_block_nova_nvfp4.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "q_heads",
+      "NUM_KV_HEADS": "kv_heads", "HEAD_DIM": "head_dim", "_SF_VEC_SIZE": "ref:SF_VEC"},
+     [I("hidden_states", "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I("cos", "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HEAD_DIM")),
+      I("sin", "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HEAD_DIM"))]
+     + _nvfp4_weight("Q_OUT_FEATURES", "HIDDEN_SIZE") + _nvfp4_weight("KV_OUT_FEATURES", "HIDDEN_SIZE")
+     + _nvfp4_weight("KV_OUT_FEATURES", "HIDDEN_SIZE") + _nvfp4_weight("HIDDEN_SIZE", "Q_OUT_FEATURES"),
+     outputs=1, dtype_source="activation dtype hidden (bf16 reconstructed); fp4/e4m3/float globals from the "
+                             "visible helper skeleton and signature annotations")
+
+spec(61, "61_mlp_silu_gating_qwen3_8b_nvfp4.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden",
+      "INTERMEDIATE_SIZE": "intermediate", "_SF_VEC_SIZE": "ref:SF_VEC"},
+     [I("x", "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE"))]
+     + _nvfp4_weight("INTERMEDIATE_SIZE", "HIDDEN_SIZE") + _nvfp4_weight("INTERMEDIATE_SIZE", "HIDDEN_SIZE")
+     + _nvfp4_weight("HIDDEN_SIZE", "INTERMEDIATE_SIZE"),
+     outputs=1, dtype_source="x dtype hidden (bf16 reconstructed)")
+
+spec(60, "60_mamba2_output_projection_nemotron_nvfp4.json",
+     {"M": "m", "HIDDEN_SIZE": "n", "INTERMEDIATE_SIZE": "k"},
+     [I(None, "float4_e2m1fn_x2", ("BATCH", "M", "INTERMEDIATE_SIZE // 2")), H, H, H, H, H],
+     outputs=1, dtype_source="fp4 operands from the visible helper skeleton; output in compute_dtype "
+                             "= promote_types(global_decode_scale_input.dtype, float32), i.e. fp32",
+     accepted={})
+
+# ---------------------------------------------------------------- linear_attention
+spec(64, "64_mamba_chunk_scan_segsum_granite_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "NUM_HEADS": "heads", "HEAD_DIM": "head_dim",
+      "STATE_SIZE": "state", "N_GROUPS": "groups", "CHUNK_SIZE": "ref:CHUNK_SIZE"},
+     [I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "NUM_HEADS", "HEAD_DIM")),
+      I(None, "bfloat16", ("BATCH_SIZE", "NUM_HEADS", "SEQ_LEN")),
+      I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "N_GROUPS", "STATE_SIZE")),
+      I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "N_GROUPS", "STATE_SIZE")),
+      I(None, "bfloat16", ("NUM_HEADS",)),
+      I(None, "bfloat16", ("BATCH_SIZE", "NUM_HEADS", "HEAD_DIM", "STATE_SIZE"))],
+     outputs=2)
+
+
+# ================================================================ machinery
+def norm_dtype(token):
+    if token is None:
+        return None
+    t = token.strip().lower().replace("torch.", "")
+    return DTYPES.get(t, t)
+
+
+def parse_io(text):
+    """'name dtype [a, b], comment' -> (name, dtype, [shape exprs] or None)."""
+    m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z0-9_]+)?\s*(\[[^\]]*\])?", text)
+    name, dtype, shape = m.group(1), m.group(2), m.group(3)
+    dims = None
+    if shape:
+        inner = shape[1:-1].strip()
+        dims = [d.strip() for d in inner.split(",")] if inner else []
+    return name, norm_dtype(dtype), dims
+
+
+def safe_eval(expr, env):
+    tree = ast.parse(str(expr), mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load,
+                                 ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Pow, ast.USub, ast.Mod)):
+            raise ValueError(f"unsupported expression {expr!r}")
+    return eval(compile(tree, "<expr>", "eval"), {"__builtins__": {}}, dict(env))
+
+
+def public_constants(layout):
+    """Module-level NAME = value lines whose value is fully readable."""
+    consts = {}
+    for line in layout.splitlines():
+        m = re.match(r"^([A-Z_][A-Z0-9_]*) = ([^\n]+)$", line)
+        if not m or HOLE in m.group(2):
+            continue
+        try:
+            consts[m.group(1)] = safe_eval(m.group(2), consts)
+        except Exception:
+            pass
+    return consts
+
+
+def grounded(layout, text):
+    """True if text (a name, or a shape like 'A, B, C') is readable in the layout."""
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+        return re.search(r"(?<![A-Za-z0-9_])" + re.escape(text) + r"(?![A-Za-z0-9_])", layout) is not None
+    return text in layout
+
+
+def load_reference(pdir):
+    path = os.path.join(pdir, "reference.py")
+    s = importlib.util.spec_from_file_location(f"fid_ref_{os.path.basename(pdir)}", path)
+    mod = importlib.util.module_from_spec(s)
+    s.loader.exec_module(mod)
+    return mod
+
+
+def fake_inputs(mod, params, real=False):
+    """make_inputs under FakeTensorMode (shapes and dtypes, no memory, no
+    compute), or for real (used with the tiny smoke workload only)."""
+    import contextlib
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with (contextlib.nullcontext() if real else FakeTensorMode(allow_non_fake_inputs=True)):
+        out = mod.make_inputs(**params, seed=0, device="cpu")
+    res = []
+    for x in (out if isinstance(out, (tuple, list)) else (out,)):
+        if isinstance(x, torch.Tensor):
+            res.append((str(x.dtype).replace("torch.", ""), tuple(x.shape)))
+        else:
+            res.append((type(x).__name__, None))
+    return res
+
+
+def find_problem(number):
+    for fam in sorted(os.listdir(os.path.join(ROOT, "problems"))):
+        fdir = os.path.join(ROOT, "problems", fam)
+        if not os.path.isdir(fdir):
+            continue
+        for d in sorted(os.listdir(fdir)):
+            if d.startswith(f"{number:02d}_"):
+                return os.path.join(fdir, d)
+    raise FileNotFoundError(f"problem {number}")
+
+
+def check(number, public_dir, use_fake=True):
+    sp = SPECS[number]
+    diffs, notes, checked = [], [], 0
+    with open(os.path.join(public_dir, RECIPES, sp["recipe"]), encoding="utf-8") as f:
+        recipe = json.load(f)
+    layout = recipe["layout"]
+    pconst = public_constants(layout)
+    pdir = find_problem(number)
+    with open(os.path.join(pdir, "problem.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    params = meta["workloads"]["visible"]
+    mod = load_reference(pdir)
+
+    # constants
+    for pname, ours in sp["consts"].items():
+        if pname not in pconst:
+            diffs.append(f"spec: constant {pname} not readable in the recipe")
+            continue
+        checked += 1
+        if ours.startswith("ref:"):
+            val = getattr(mod, ours[4:], None)
+            where = f"reference.{ours[4:]}"
+        elif ours.startswith("expr:"):
+            val = safe_eval(ours[5:], params)
+            where = f"visible {ours[5:]}"
+        else:
+            val = params.get(ours)
+            where = f"visible.{ours}"
+        if val is None or (isinstance(pconst[pname], (int, float)) and not isinstance(val, (int, float))) \
+                or abs(float(val) - float(pconst[pname])) > 1e-12 * max(1.0, abs(float(pconst[pname]))):
+            diffs.append(f"const {pname}={pconst[pname]} vs {where}={val}")
+
+    # inputs
+    ours_in = [parse_io(s) for s in meta["inputs"]]
+    pins = sp["inputs"]
+    checked += 1
+    if len(ours_in) != len(pins):
+        diffs.append(f"inputs: {len(pins)} public vs {len(ours_in)} ours")
+    env = dict(pconst)
+    env.update({k: v for k, v in params.items()})
+    for i, pin in enumerate(pins):
+        o = ours_in[i] if i < len(ours_in) else (None, None, None)
+        if pin["name"] is not None:
+            if not grounded(layout, pin["name"]):
+                diffs.append(f"spec: input name {pin['name']} not in the recipe")
+            checked += 1
+            if o[0] != pin["name"]:
+                diffs.append(f"input {i}: name {pin['name']} vs ours {o[0]}")
+        if pin["dtype"] is not None:
+            checked += 1
+            if o[1] is not None and norm_dtype(pin["dtype"]) != o[1]:
+                diffs.append(f"input {i}: dtype {pin['dtype']} vs ours {o[1]}")
+        if pin["shape"] is not None:
+            checked += 1
+            for ident in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", " ".join(pin["shape"])):
+                if not grounded(layout, ident):
+                    diffs.append(f"spec: {ident} (shape of input {i}) not in the recipe")
+            try:
+                want = tuple(int(safe_eval(d, pconst)) for d in pin["shape"])
+            except Exception as e:
+                diffs.append(f"spec: shape of input {i}: {e}")
+                continue
+            if o[2] is None:
+                diffs.append(f"input {i}: public shape {want}, ours has none")
+                continue
+            try:
+                got = tuple(int(safe_eval(d, params)) for d in o[2])
+            except Exception:
+                got = tuple(o[2])
+            if got != want:
+                diffs.append(f"input {i} ({o[0]}): shape {want} vs ours {got}")
+
+    # outputs
+    if sp["outputs"] is not None:
+        checked += 1
+        if len(meta["outputs"]) != sp["outputs"]:
+            diffs.append(f"outputs: {sp['outputs']} public vs {len(meta['outputs'])} ours")
+
+    # make_inputs agrees with problem.json (cheap: FakeTensorMode)
+    if use_fake:
+        try:
+            try:
+                fk, how = fake_inputs(mod, params), "fake"
+            except Exception:
+                # data-dependent make_inputs (.item(), top-k): run the smoke workload for real
+                params = meta["workloads"]["smoke"]
+                fk, how = fake_inputs(mod, params, real=True), "smoke"
+            if len(fk) != len(ours_in):
+                diffs.append(f"make_inputs returns {len(fk)} values, problem.json lists {len(ours_in)}")
+            for i, ((dt, shp), o) in enumerate(zip(fk, ours_in)):
+                if shp is not None and o[2] is not None:
+                    try:
+                        want = tuple(int(safe_eval(d, params)) for d in o[2])
+                    except Exception:
+                        continue
+                    if want != shp:
+                        diffs.append(f"make_inputs input {i} shape {shp} vs problem.json {want}")
+                if o[1] is not None and dt != o[1] and not (shp is None and o[1] in ("float", "int", "scalar")):
+                    diffs.append(f"make_inputs input {i} dtype {dt} vs problem.json {o[1]}")
+            notes.append(f"make_inputs: {how}")
+        except Exception as e:
+            notes.append(f"make_inputs: not run ({type(e).__name__})")
+
+    unaccepted = [d for d in diffs if not any(k in d for k in sp["accepted"])]
+    return {"problem": number, "recipe": sp["recipe"], "checked": checked, "diffs": diffs,
+            "unaccepted": unaccepted, "notes": notes}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--public", required=True, help="folder holding problems/_sol_execbench/*.json")
+    ap.add_argument("--problems", default="", help="comma-separated numbers (default: all 42 recipe problems)")
+    ap.add_argument("--no-fake", action="store_true", help="do not run make_inputs under FakeTensorMode")
+    args = ap.parse_args(argv)
+    numbers = [int(n) for n in args.problems.split(",") if n.strip()] or list(RECIPE_PROBLEMS)
+    bad = 0
+    print(f"{'#':>3}  {'verdict':<9} {'checked':>7}  recipe / differences")
+    for n in numbers:
+        if n not in SPECS:
+            print(f"{n:>3}  {'NO SPEC':<9} {'':>7}  (not yet compared field by field: no spec written)")
+            bad += 1
+            continue
+        r = check(n, args.public, use_fake=not args.no_fake)
+        verdict = "DIFFERS" if r["unaccepted"] else ("accepted" if r["diffs"] else "matches")
+        bad += bool(r["unaccepted"])
+        print(f"{n:>3}  {verdict:<9} {r['checked']:>7}  {r['recipe']}  [{'; '.join(r['notes'])}]")
+        for d in r["diffs"]:
+            tag = "  " if d in r["unaccepted"] else "  (accepted) "
+            print(f"{'':>22}{tag}{d}")
+    print(f"{len(numbers) - bad} of {len(numbers)} without unaccepted differences")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
