@@ -87,7 +87,10 @@ def _floats(value):
 
 
 class Evaluation:
-    def __init__(self, request, channel, peer):
+    def __init__(self, request, channel, peer, ready=False):
+        """ready: the candidate process has announced itself already (a
+        process reused across evaluations, grader/mkb_grader/local.py)."""
+        self.ready = ready
         self.req = request
         self.ch = channel
         self.peer = peer
@@ -295,7 +298,8 @@ class Evaluation:
         except Exception as exc:
             raise Outcome("infra_error", f"cannot load problem: {describe_exception(exc)}") from exc
 
-        self.wait_ready()
+        if not self.ready:
+            self.wait_ready()
         if self.lock:
             self.lock.shared()  # nobody times while we compile and check
         self.enter("import", gpu=self.result["gpu"])

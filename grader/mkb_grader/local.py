@@ -24,12 +24,15 @@ class LocalCandidate:
                                       pass_fds=[b.fileno()], env=env)
         b.close()
         self.peer = Peer(a.detach())
+        reply, _ = self.peer.recv(timeout=300)  # torch imported: {"ready": true}
+        if not reply.get("ready"):
+            raise RuntimeError("the candidate process did not announce itself")
 
     def evaluate(self, request, channel):
         if self.child is None or self.child.poll() is not None:
             self.close()
             self._start()
-        result = Evaluation(request, channel, self.peer).run()
+        result = Evaluation(request, channel, self.peer, ready=True).run()
         if result["status"] in ("crashed", "hung"):
             self.close()  # whatever state it is in, the next one starts clean
         return result
