@@ -155,13 +155,13 @@ expect 'a context overflow: class context_length, exit 4, no retry' '
 
 expect 'a reply slower than --timeout is a timeout, retried' '
 	serve openai_timeout
-	chat --model openai:gpt-test --base-url $URL/v1 --timeout 0.5 hi
+	chat --model openai:gpt-test --base-url $URL/v1 --timeout 1.5 hi
 	[ "$(cat rc)" = 0 ]
 	verify "len(r) == 2 and o[\"attempts\"] == 2 and o[\"text\"] == \"Hello there.\"" \
-		"o[\"elapsed_ms\"] >= 500"
+		"o[\"elapsed_ms\"] >= 1500"
 	grep -q "warning: openai: Operation timed out after .* (timeout); retry 1 of 3" err.txt
 	serve openai_timeout
-	chat --model openai:gpt-test --base-url $URL/v1 --timeout 0.5 --retries 0 hi
+	chat --model openai:gpt-test --base-url $URL/v1 --timeout 1.5 --retries 0 hi
 	[ "$(cat rc)" = 3 ]
 	verify "o[\"error_class\"] == \"timeout\" and o[\"http_status\"] is None"
 '
