@@ -448,7 +448,10 @@ int llm_chat(struct llm_client *c, const struct llm_conversation *conv,
 		sleep_s(wait);
 	}
 	if (out->error == LLM_OK) {
+		/* Whatever the server sent back is printed somewhere: no key in it. */
 		out->text = llm_redact(out->text, key);
+		out->stop_reason = llm_redact(out->stop_reason, key);
+		out->usage_json = llm_redact(out->usage_json, key);
 		out->cost_usd = llm_cost_usd(c->opts.price, &out->usage);
 	}
 	out->elapsed_ms = now_ms() - start;

@@ -243,6 +243,18 @@ expect 'bad usage exits 2 before any request' '
 	verify "len(r) == 0"
 '
 
+expect 'a reply that echoes the key: redacted in the text, stop reason and provider usage' '
+	serve openai_echo
+	chat --model openai:gpt-test --base-url $URL/v1 hi
+	[ "$(cat rc)" = 0 ]
+	verify "o[\"text\"] == \"your key is [redacted]\"" "o[\"stop_reason\"] == \"stop [redacted]\"" \
+		"o[\"provider_usage\"] == {\"prompt_tokens\": 1, \"completion_tokens\": 2, \"note\": \"[redacted]\"}"
+	serve openai_echo
+	"$MKB" chat --model openai:gpt-test --base-url $URL/v1 hi >reply.txt 2>err.txt
+	cat reply.txt err.txt >>"$TMP/every-output.txt"
+	[ "$(cat reply.txt)" = "your key is [redacted]" ]
+'
+
 expect 'the key never appears in any output, log or file a test left' '
 	[ -s "$TMP/every-output.txt" ]
 	# (not "! grep": an unreadable file would pass it)
