@@ -183,14 +183,26 @@ static int print_json(const struct chat_args *a, const struct llm_response *r)
 	return rc < 0 ? error("cannot write JSON") : 0;
 }
 
+/* A token count for people: "?" when the provider reported none. */
+static const char *count_text(long n, char *buf, size_t size)
+{
+	if (n < 0)
+		return "?";
+	snprintf(buf, size, "%ld", n);
+	return buf;
+}
+
 static void print_text(const struct llm_response *r)
 {
+	char in[32], cached[32], out[32];
 	size_t n = strlen(r->text);
 	fputs(r->text, stdout);
 	if (!n || r->text[n - 1] != '\n')
 		putchar('\n');
-	fprintf(stderr, "tokens: %ld in (%ld cached), %ld out; stop: %s; %.0f ms; %d attempt%s",
-		r->usage.input_tokens, r->usage.cached_input_tokens, r->usage.output_tokens,
+	fprintf(stderr, "tokens: %s in (%s cached), %s out; stop: %s; %.0f ms; %d attempt%s",
+		count_text(r->usage.input_tokens, in, sizeof(in)),
+		count_text(r->usage.cached_input_tokens, cached, sizeof(cached)),
+		count_text(r->usage.output_tokens, out, sizeof(out)),
 		*r->stop_reason ? r->stop_reason : "-", r->latency_ms, r->attempts, r->attempts == 1 ? "" : "s");
 	if (r->cost_usd >= 0)
 		fprintf(stderr, "; $%.6f", r->cost_usd);

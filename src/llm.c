@@ -420,11 +420,25 @@ int llm_chat(struct llm_client *c, const struct llm_conversation *conv,
 	};
 	struct http_response res;
 	http_response_init(&res);
+	double deadline = c->opts.deadline_ms;
+	if (deadline > 0 && now_ms() >= deadline) {
+		out->error = LLM_ERR_TIMEOUT;
+		out->error_message = xstrdup("the deadline passed before the first request");
+		goto done;
+	}
 
 	for (;;) {
 		char *message = NULL;
+		struct http_request r = req;
+		if (deadline > 0) {
+			double left_s = (deadline - now_ms()) / 1e3;
+			if (r.timeout_s > left_s)
+				r.timeout_s = left_s > 0.001 ? left_s : 0.001;
+			if (r.connect_timeout_s > r.timeout_s)
+				r.connect_timeout_s = r.timeout_s;
+		}
 		out->attempts++;
-		out->error = attempt(c, ops, &req, &res, out, &message);
+		out->error = attempt(c, ops, &r, &res, out, &message);
 		free(out->error_message);
 		out->error_message = NULL;
 		if (out->error == LLM_OK)
@@ -440,6 +454,8 @@ int llm_chat(struct llm_client *c, const struct llm_conversation *conv,
 		if (!llm_error_retryable(out->error) || out->attempts > c->opts.retries)
 			break;
 		double wait = llm_retry_wait(&c->opts, res.retry_after_s);
+		if (deadline > 0 && now_ms() + wait * 1e3 >= deadline)
+			break;
 		if (c->opts.on_retry)
 			c->opts.on_retry(c->opts.on_retry_data, out->attempts, out->error, message, wait);
 		else
@@ -454,6 +470,7 @@ int llm_chat(struct llm_client *c, const struct llm_conversation *conv,
 		out->usage_json = llm_redact(out->usage_json, key);
 		out->cost_usd = llm_cost_usd(c->opts.price, &out->usage);
 	}
+done:
 	out->elapsed_ms = now_ms() - start;
 	http_response_release(&res);
 	for (size_t i = 0; i < nlines; i++)

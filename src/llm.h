@@ -142,6 +142,10 @@ struct llm_options {
 	double connect_timeout_s;
 	size_t max_response;
 	const struct llm_price *price; /* NULL: no cost */
+	/* On now_ms()'s clock; 0: none. No request runs, and no wait for a
+	 * retry ends, past it (an agent's wall clock bounds its model calls);
+	 * one that would is not made: the last failure stands, or "timeout". */
+	double deadline_ms;
 	/* Called before each wait for a retry; NULL prints a warning. */
 	void (*on_retry)(void *data, int attempt, enum llm_error e, const char *message, double wait_s);
 	void *on_retry_data;
@@ -149,6 +153,7 @@ struct llm_options {
 
 void llm_options_init(struct llm_options *o);
 
+/* One client per thread: it holds a connection cache. */
 struct llm_client {
 	struct llm_model model;
 	char *url;            /* the endpoint requests go to */

@@ -66,6 +66,18 @@ expect 'openai: the text form prints the reply on stdout and usage on stderr; - 
 		"\"max_tokens\" not in r[0][\"body\"] and \"temperature\" not in r[0][\"body\"]"
 '
 
+expect 'a server that reports no usage: unknown (null, ?), no cost, still a reply' '
+	serve openai_no_usage
+	chat --model openai:gpt-test --base-url $URL/v1 --prices "$DATA/prices.json" hi
+	[ "$(cat rc)" = 0 ]
+	verify "o[\"text\"] == \"no usage here\" and o[\"stop_reason\"] == \"\"" \
+		"o[\"usage\"] == {\"input_tokens\": None, \"cached_input_tokens\": None, \"output_tokens\": None}" \
+		"o[\"provider_usage\"] is None and o[\"cost_usd\"] is None"
+	serve openai_no_usage
+	"$MKB" chat --model openai:gpt-test --base-url $URL/v1 hi >reply.txt 2>err.txt
+	grep -q "^tokens: ? in (? cached), ? out; stop: -; [0-9]* ms; 1 attempt$" err.txt
+'
+
 expect 'OPENAI_BASE_URL is the base when --base-url is not given' '
 	serve openai_ok
 	OPENAI_BASE_URL=$URL/v1/ chat --model openai:gpt-test hi

@@ -389,6 +389,39 @@ static void test_llm_client_url(void)
 	CHECK(llm_client_init(&c, "nope", &o) == -1);
 }
 
+/* Port 1 of loopback: nothing listens, a connection is refused at once. */
+static void test_llm_deadline(void)
+{
+	struct llm_options o;
+	struct llm_client c;
+	struct llm_conversation conv = LLM_CONVERSATION_INIT;
+	struct llm_decoding d = LLM_DECODING_INIT;
+	struct llm_response r;
+	llm_options_init(&o);
+	o.base_url = "http://127.0.0.1:1/v1";
+	llm_conversation_add(&conv, LLM_USER, "hi");
+	llm_response_init(&r);
+
+	o.deadline_ms = now_ms() - 1; /* passed: nothing sent */
+	CHECK(llm_client_init(&c, "openai:m", &o) == 0);
+	CHECK(llm_chat(&c, &conv, &d, &r) == -1);
+	CHECK(r.error == LLM_ERR_TIMEOUT && r.attempts == 0);
+	CHECK_STR(r.error_message, "the deadline passed before the first request");
+	llm_client_release(&c);
+
+	/* A 30 s wait for the retry would pass the deadline: not waited. */
+	o.deadline_ms = now_ms() + 2000;
+	CHECK(llm_client_init(&c, "openai:m", &o) == 0);
+	double t = now_ms();
+	CHECK(llm_chat(&c, &conv, &d, &r) == -1);
+	CHECK(now_ms() - t < 1500);
+	CHECK(r.error == LLM_ERR_NETWORK && r.attempts == 1);
+	CHECK(r.error_message && strstr(r.error_message, "(connect)"));
+	llm_client_release(&c);
+	llm_response_release(&r);
+	llm_conversation_release(&conv);
+}
+
 const struct unit_test llm_tests[] = {
 	{"llm_model_parse", test_llm_model_parse},
 	{"llm_openai_request", test_llm_openai_request},
@@ -403,5 +436,6 @@ const struct unit_test llm_tests[] = {
 	{"llm_price_load", test_llm_price_load},
 	{"llm_redact", test_llm_redact},
 	{"llm_client_url", test_llm_client_url},
+	{"llm_deadline", test_llm_deadline},
 };
 const size_t llm_ntests = ARRAY_SIZE(llm_tests);
