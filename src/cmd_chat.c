@@ -83,9 +83,8 @@ static int parse_args(int argc, char **argv, struct chat_args *a)
 		{"help", no_argument, NULL, OPT_HELP},
 		{NULL, 0, NULL, 0},
 	};
-	int c, bad = 0;
-	long n = 0;
-	double x = 0;
+	int c;
+	long n;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -96,31 +95,34 @@ static int parse_args(int argc, char **argv, struct chat_args *a)
 		case OPT_JSON: a->as_json = 1; break;
 		case OPT_HELP: case 'h': fputs(chat_help, stdout); return -1;
 		case OPT_MAX_TOKENS:
-			if (parse_long(optarg, 1, 10000000, &n) < 0)
-				bad = error("--max-tokens wants an integer in 1..10000000, not '%s'", optarg);
-			a->dec.max_tokens = n;
+			if (parse_long(optarg, 1, 10000000, &a->dec.max_tokens) < 0)
+				return usage_error("chat", "--max-tokens wants an integer in 1..10000000, not '%s'",
+						   optarg);
 			break;
 		case OPT_RETRIES:
 			if (parse_long(optarg, 0, 100, &n) < 0)
-				bad = error("--retries wants an integer in 0..100, not '%s'", optarg);
+				return usage_error("chat", "--retries wants an integer in 0..100, not '%s'", optarg);
 			a->opts.retries = (int)n;
 			break;
-		case OPT_TEMPERATURE: bad |= number_arg("--temperature", optarg, 0, 2, &a->dec.temperature); break;
-		case OPT_TOP_P: bad |= number_arg("--top-p", optarg, 0, 1, &a->dec.top_p); break;
-		case OPT_RETRY_DELAY: bad |= number_arg("--retry-delay", optarg, 0, 3600, &a->opts.retry_delay_s); break;
+		case OPT_TEMPERATURE:
+			if (number_arg("--temperature", optarg, 0, 2, &a->dec.temperature) < 0)
+				return usage_error("chat", NULL);
+			break;
+		case OPT_TOP_P:
+			if (number_arg("--top-p", optarg, 0, 1, &a->dec.top_p) < 0)
+				return usage_error("chat", NULL);
+			break;
+		case OPT_RETRY_DELAY:
+			if (number_arg("--retry-delay", optarg, 0, 3600, &a->opts.retry_delay_s) < 0)
+				return usage_error("chat", NULL);
+			break;
 		case OPT_TIMEOUT:
-			if (number_arg("--timeout", optarg, 0.001, 86400, &x) < 0)
-				bad = -1;
-			a->opts.timeout_s = x;
-			/* Connecting is part of the request: never allowed longer. */
-			if (a->opts.connect_timeout_s > x)
-				a->opts.connect_timeout_s = x;
+			if (number_arg("--timeout", optarg, 0.001, 86400, &a->opts.timeout_s) < 0)
+				return usage_error("chat", NULL);
 			break;
 		default: return usage_error("chat", "bad option");
 		}
 	}
-	if (bad)
-		return usage_error("chat", NULL);
 	if (!a->model)
 		return usage_error("chat", "--model is required");
 	if (argc - optind != 1)

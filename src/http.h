@@ -25,7 +25,7 @@ struct http_request {
 	const char *body;           /* sent as is, with the headers given */
 	size_t body_len;
 	double connect_timeout_s;
-	double timeout_s;           /* whole exchange, connect included */
+	double timeout_s;           /* whole exchange, connecting included */
 	size_t max_response;        /* cap on the response body in bytes */
 };
 

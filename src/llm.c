@@ -38,9 +38,17 @@ const char *llm_error_name(enum llm_error e)
 	return "unknown";
 }
 
+/* Every provider, by enum llm_provider: adding one is adding its table here. */
+static const struct llm_provider_ops *const providers[] = {
+	[LLM_OPENAI] = &llm_openai_ops,
+	[LLM_ANTHROPIC] = &llm_anthropic_ops,
+};
+
 const struct llm_provider_ops *llm_provider_ops(enum llm_provider p)
 {
-	return p == LLM_ANTHROPIC ? &llm_anthropic_ops : &llm_openai_ops;
+	if ((size_t)p >= ARRAY_SIZE(providers))
+		BUG("no provider %d", (int)p);
+	return providers[p];
 }
 
 const char *llm_provider_name(enum llm_provider p)
@@ -50,22 +58,22 @@ const char *llm_provider_name(enum llm_provider p)
 
 int llm_model_parse(const char *spec, struct llm_model *m)
 {
-	static const struct llm_provider_ops *const all[] = {&llm_openai_ops, &llm_anthropic_ops};
 	m->name = NULL;
 	const char *colon = strchr(spec, ':');
 	if (!colon)
 		return error("model '%s' is not PROVIDER:MODEL (openai:gpt-4o-mini, anthropic:claude-sonnet-4-5)",
 			     spec);
 	size_t plen = (size_t)(colon - spec);
-	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-		if (strlen(all[i]->name) != plen || strncmp(spec, all[i]->name, plen))
+	for (size_t i = 0; i < ARRAY_SIZE(providers); i++) {
+		const struct llm_provider_ops *ops = providers[i];
+		if (strlen(ops->name) != plen || strncmp(spec, ops->name, plen))
 			continue;
 		if (!colon[1])
-			return error("model '%s' names no model after '%s:'", spec, all[i]->name);
+			return error("model '%s' names no model after '%s:'", spec, ops->name);
 		for (const char *s = colon + 1; *s; s++)
 			if ((unsigned char)*s <= ' ')
 				return error("model '%s' has a space or control character in its name", spec);
-		m->provider = all[i]->id;
+		m->provider = ops->id;
 		m->name = xstrdup(colon + 1);
 		return 0;
 	}
@@ -432,10 +440,8 @@ int llm_chat(struct llm_client *c, const struct llm_conversation *conv,
 		struct http_request r = req;
 		if (deadline > 0) {
 			double left_s = (deadline - now_ms()) / 1e3;
-			if (r.timeout_s > left_s)
+			if (r.timeout_s > left_s) /* it bounds connecting too */
 				r.timeout_s = left_s > 0.001 ? left_s : 0.001;
-			if (r.connect_timeout_s > r.timeout_s)
-				r.connect_timeout_s = r.timeout_s;
 		}
 		out->attempts++;
 		out->error = attempt(c, ops, &r, &res, out, &message);
