@@ -203,6 +203,51 @@ static void test_llm_parse_anthropic(void)
 	llm_response_release(&r);
 }
 
+/* The body of reply n of a scenario in tests/data/llm (what server.py sends). */
+static char *canned_body(const char *scenario, size_t n)
+{
+	char *path = xstrfmt("%s/tests/data/llm/%s.json", MKB_SOURCE_ROOT, scenario);
+	json_t *root = json_load_file(path, 0, NULL);
+	free(path);
+	json_t *body = json_object_get(json_array_get(json_object_get(root, "replies"), n), "body");
+	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(root);
+	return s;
+}
+
+/* The scenario tests' replies, parsed here too: the data and the parsers agree. */
+static void test_llm_parse_canned(void)
+{
+	struct llm_response r;
+	char *why = NULL, *body;
+	llm_response_init(&r);
+	body = canned_body("openai_ok", 0);
+	CHECK(body && parse(&llm_openai_ops, body, &r, &why) == 0);
+	CHECK_STR(r.text, "Hello there.");
+	CHECK(r.usage.input_tokens == 1234 && r.usage.cached_input_tokens == 1024 && r.usage.output_tokens == 56);
+	free(body);
+	body = canned_body("anthropic_ok", 1);
+	CHECK(body && parse(&llm_anthropic_ops, body, &r, &why) == 0);
+	CHECK_STR(r.text, "Hello there.");
+	CHECK_STR(r.stop_reason, "end_turn");
+	CHECK(r.usage.input_tokens == 100 + 2048 && r.usage.cached_input_tokens == 2048 && r.usage.output_tokens == 42);
+	free(body);
+	body = canned_body("openai_no_choices", 0);
+	CHECK(body && parse(&llm_openai_ops, body, &r, &why) == -1);
+	free(body);
+	char *msg = NULL;
+	body = canned_body("openai_context", 0);
+	CHECK(body && llm_classify(&llm_openai_ops, 400, body, &msg) == LLM_ERR_CONTEXT_LENGTH);
+	free(msg);
+	free(body);
+	body = canned_body("anthropic_context", 0);
+	CHECK(body && llm_classify(&llm_anthropic_ops, 400, body, &msg) == LLM_ERR_CONTEXT_LENGTH);
+	free(msg);
+	free(body);
+	free(why);
+	llm_response_release(&r);
+}
+
 static void test_llm_classify(void)
 {
 	static const struct {
@@ -429,6 +474,7 @@ const struct unit_test llm_tests[] = {
 	{"llm_headers", test_llm_headers},
 	{"llm_parse_openai", test_llm_parse_openai},
 	{"llm_parse_anthropic", test_llm_parse_anthropic},
+	{"llm_parse_canned", test_llm_parse_canned},
 	{"llm_classify", test_llm_classify},
 	{"llm_error_classes", test_llm_error_classes},
 	{"llm_retry_wait", test_llm_retry_wait},
