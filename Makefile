@@ -1,7 +1,7 @@
 # MetaKernelBench: `make` builds build/mkb; `make check` runs every test
 # against an ASan/UBSan build; `make demo` runs the CPU demo.
 CC ?= cc
-PKGS := jansson sqlite3
+PKGS := jansson sqlite3 libcurl
 # Overridable where pkg-config or the -dev packages are missing (the GPU machine).
 # Expanded late (=, not :=): on a fresh machine the packages are installed by
 # the $(DEBS_STAMP) prerequisite, after make has read this file.

@@ -1,13 +1,15 @@
 /* Subcommands: one file each (cmd_<name>.c), dispatched by main.c's table.
  * Each returns the process exit code: 0 success, 1 a negative result (e.g. a
- * kernel that did not pass), 2 bad usage, 3 an infrastructure error. */
+ * kernel that did not pass), 2 bad usage, 3 an infrastructure error, 4 a model
+ * provider's refusal that is not infrastructure (auth, context length, a
+ * reply that cannot be read). */
 #ifndef MKB_CMD_H
 #define MKB_CMD_H
 
 #include "catalog.h"
 #include "dsl.h"
 
-enum { EXIT_OK = 0, EXIT_NEGATIVE = 1, EXIT_USAGE = 2, EXIT_INFRA = 3 };
+enum { EXIT_OK = 0, EXIT_NEGATIVE = 1, EXIT_USAGE = 2, EXIT_INFRA = 3, EXIT_MODEL = 4 };
 
 struct cmd_entry {
 	const char *name;
@@ -21,6 +23,7 @@ int cmd_show(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_workspace(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 
 /* Shared by the commands: the project root and its catalog. */
 struct mkb_env {

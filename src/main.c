@@ -19,6 +19,9 @@ static const struct cmd_entry commands[] = {
 	 "run every shipped solution through the judge; one table", cmd_validate},
 	{"workspace", "workspace NN --dsl cutedsl|tirx DIR", "build the workspace an agent gets for a variant",
 	 cmd_workspace},
+	{"chat", "chat --model openai:M|anthropic:M [--base-url URL] [--system TEXT] [--max-tokens N] "
+	 "[--temperature T] [--retries N] [--retry-delay S] [--timeout S] [--prices FILE] [--json] MESSAGE|-",
+	 "send one message to a model; print its reply and usage", cmd_chat},
 };
 
 static void print_help(FILE *f)

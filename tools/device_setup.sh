@@ -10,7 +10,7 @@
 # short while only: make the calls back to back). When every part is there,
 # the archive is reassembled, checked against the manifest's sha256 and
 # unpacked into $DSL_SITE; then mkb is built against the carried headers and
-# the machine's own libjansson/libsqlite3. Prints "setup: ready" when done,
+# the machine's own libjansson/libsqlite3/libcurl. Prints "setup: ready" when done,
 # "setup: waiting for ..." otherwise. Source tools/device_env.sh afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,11 +56,22 @@ if [ ! -f "$DSL_SITE/.installed-$whole" ]; then
 	echo "setup: unpacked the DSLs into $DSL_SITE"
 fi
 
-# Build mkb here: the machine has the shared libraries but no -dev packages.
+# Build mkb here: the machine has the shared libraries but no -dev packages,
+# so no unversioned libNAME.so for -lNAME: link against the versioned one.
+devlib() { # NAME SONAME
+	local path
+	path=$(ldconfig -p | awk -v so="$2" '$1 == so && /x86-64/ {print $NF; exit}')
+	if [ -z "$path" ]; then
+		echo "setup: $2 is not on this machine (mkb links $1)" >&2
+		exit 1
+	fi
+	ln -sf "$path" "build/devlib/lib$1.so"
+}
 mkdir -p build/devlib
-ln -sf "$(ldconfig -p | awk '/libjansson.so.4 /{print $NF; exit}')" build/devlib/libjansson.so
-ln -sf "$(ldconfig -p | awk '/libsqlite3.so.0 /{print $NF; exit}')" build/devlib/libsqlite3.so
-make -s build/mkb DEBS_STAMP= PKG_CFLAGS="-I.stage/include" PKG_LIBS="-Lbuild/devlib -ljansson -lsqlite3"
+devlib jansson libjansson.so.4
+devlib sqlite3 libsqlite3.so.0
+devlib curl libcurl.so.4
+make -s build/mkb DEBS_STAMP= PKG_CFLAGS="-I.stage/include" PKG_LIBS="-Lbuild/devlib -ljansson -lsqlite3 -lcurl"
 . tools/device_env.sh
 "$MKB_PYTHON" - <<'PY'
 import importlib.metadata as md

@@ -3,12 +3,27 @@
 # GPU machine's Python (3.12, x86_64), unpack them into one site folder in
 # install order, and pack it as .stage/dsl-site.tar.xz in parts of at most
 # 60 MiB (a device call carries at most 64 MiB), with a manifest of sha256s.
-# Cached: does nothing when .stage/manifest matches the wheel list.
+# Cached: only the headers are refreshed when .stage/manifest matches the wheel list.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 list=tools/dsl-wheels.txt
+
+# Headers for building mkb on the GPU machine, which has the libraries but no
+# -dev packages. Staged on every run, cached wheels or not: a stage made before
+# mkb needed a library would lack its headers.
+stage_headers() {
+	local curl
+	mkdir -p .stage/include/curl
+	cp /usr/include/jansson.h /usr/include/jansson_config.h /usr/include/sqlite3.h .stage/include/
+	for curl in /usr/include/curl /usr/include/*-linux-gnu/curl; do # Debian: multiarch
+		[ -f "$curl/curl.h" ] && break
+	done
+	cp "$curl"/*.h .stage/include/curl/
+}
+
 key=$(sha256sum "$list" | cut -c1-16)
 if [ -f .stage/manifest ] && grep -q "^key $key$" .stage/manifest; then
+	stage_headers
 	echo "stage: up to date ($(grep -c '^part ' .stage/manifest) parts)"
 	exit 0
 fi
@@ -32,7 +47,5 @@ tar -C .stage/site -cf - . | xz -T0 -6 > .stage/dsl-site.tar.xz
 	for f in .stage/part-*; do echo "part $(basename "$f") $(sha256sum "$f" | cut -d' ' -f1)"; done
 } > .stage/manifest
 rm -rf .stage/site .stage/wheels .stage/dsl-site.tar.xz
-# Headers for building mkb on the GPU machine, which has the libraries but no -dev packages.
-mkdir -p .stage/include
-cp /usr/include/jansson.h /usr/include/jansson_config.h /usr/include/sqlite3.h .stage/include/
+stage_headers
 cat .stage/manifest

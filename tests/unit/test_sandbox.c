@@ -79,6 +79,7 @@ static void test_files_outside_the_allowed_trees_are_refused(void)
 	free(ok);
 	free(secret);
 	unit_rmtree(dir);
+	free(dir);
 }
 
 static void test_available_layers_include_the_basics(void)
