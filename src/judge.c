@@ -365,9 +365,9 @@ static int candidate_setup(struct candidate_setup *cs, const struct judge_opts *
 	sb->file_bytes = CANDIDATE_FILE_BYTES;
 	sb->open_files = CANDIDATE_OPEN_FILES;
 	sb->processes = CANDIDATE_PROCESSES;
-	sb->mem_bytes = CANDIDATE_MEM_BYTES;
 	/* CUDA maps far more address space than it uses: limit data instead. */
 	sb->mem_data = !strcmp(o->device, "cuda");
+	sb->mem_bytes = sb->mem_data ? CANDIDATE_GPU_DATA_BYTES : CANDIDATE_MEM_BYTES;
 	return rc ? -1 : 0;
 }
 

@@ -23,7 +23,8 @@
 #define JUDGE_OUTPUT_CAP (64LL << 20)
 /* The candidate process's limits (PROTOCOL.md gives none for the grader;
  * these bound what a hostile kernel can take from the machine). */
-#define CANDIDATE_MEM_BYTES (16LL << 30)
+#define CANDIDATE_MEM_BYTES (16LL << 30)      /* address space, CPU test mode */
+#define CANDIDATE_GPU_DATA_BYTES (64LL << 30) /* data segment, on a GPU machine */
 #define CANDIDATE_FILE_BYTES (1LL << 30)
 #define CANDIDATE_OPEN_FILES 4096
 #define CANDIDATE_PROCESSES 512

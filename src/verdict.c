@@ -144,6 +144,7 @@ json_t *verdict_to_json(const struct verdict *v, int problem, const char *dsl,
 	char layers[256];
 	sandbox_describe(v->sandbox_layers, layers, sizeof(layers));
 	json_object_set_new(o, "confinement", json_string(layers));
+	json_object_set(o, "stages", v->stages); /* each with "t", seconds since the checker started */
 	const char *keys[] = {"errors", "versions", "timing", "outputs_checked", "trusted_checker"};
 	json_t *extra[ARRAY_SIZE(keys)];
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# GPU machine, after tools/device_setup.sh: the trusted judge (docs/judge.md)
+# measured beside the judge it replaced, in one device call per step.
+#
+#   tools/gpu_judge.sh smoke        the new judge on a torch kernel and one DSL kernel
+#   tools/gpu_judge.sh adversarial  every tests/adversarial/ row on the GPU
+#   tools/gpu_judge.sh compare [P]  shipped solutions (problems P, default all 14):
+#                                   old judge, then new judge, same kernel, visible;
+#                                   new judge on held-out
+#   tools/gpu_judge.sh breakdown    problem 28: wall time and stage timeline of
+#                                   one evaluation, old and new; then 8 evaluations
+#                                   one at a time and 4 at a time (throughput)
+#
+# The old judge is the in-process one of commit 69b247a, whose src/ and
+# grader/ a developer unpacks into old/ (ignored; carried):
+#     mkdir -p old && git archive 69b247a src grader Makefile | tar -x -C old
+# Rows go to $OUT/<step>.jsonl as they finish; a table is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. tools/device_env.sh
+OUT=${OUT:-/tmp/mkb-gpu-judge}
+mkdir -p "$OUT"
+step=${1:-smoke}
+rows="$OUT/$step.jsonl"
+: >"$rows"
+export MKB_STORE="$OUT/judge-$step.db"
+log() { printf '%s\n' "$*" >&2; }
+
+machine() {
+	date -u +"date: %Y-%m-%dT%H:%M:%SZ"
+	nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader | sed 's/^/gpu: /'
+	"$MKB_PYTHON" -c 'import sys, torch, importlib.metadata as m; print("python:", sys.version.split()[0], "torch:", torch.__version__); [print(d + ":", m.version(d)) for d in ("nvidia-cutlass-dsl", "apache-tvm", "apache-tvm-ffi")]' 2>&1
+}
+machine >"$OUT/machine-$step.txt"
+
+build_old() {
+	[ -x old/build/mkb ] && return 0
+	[ -d old/src ] || { log "no old/ judge (see the header)"; return 1; }
+	ln -sfn ../problems old/problems
+	ln -sfn ../solutions old/solutions
+	(cd old && make -s build/mkb DEBS_STAMP= PKG_CFLAGS="-I../.stage/include" \
+		PKG_LIBS="-L../build/devlib -ljansson -lsqlite3")
+}
+
+# row JUDGE LABEL EXPECT PROBLEM DSL WORKLOAD KERNEL [flags]: one tagged JSON line.
+row() {
+	local judge=$1 label=$2 expect=$3 p=$4 dsl=$5 wl=$6 kernel=$7
+	shift 7
+	local bin=build/mkb
+	[ "$judge" = old ] && bin=old/build/mkb
+	local t0 line
+	t0=$(date +%s.%N)
+	line=$($bin eval "$p" --dsl "$dsl" --workload "$wl" --json "$@" "$kernel" 2>>"$OUT/stderr-$step.txt")
+	[ -n "$line" ] || line='{"status": "no output"}'
+	"$MKB_PYTHON" - "$line" "$judge" "$label" "$expect" "$t0" >>"$rows" <<'PY'
+import json, sys, time
+o = json.loads(sys.argv[1])
+o.update(judge=sys.argv[2], label=sys.argv[3], expect=sys.argv[4],
+         wall_s=round(time.time() - float(sys.argv[5]), 2))
+o.pop("versions", None)
+print(json.dumps(o))
+PY
+	tail -1 "$rows" | cut -c1-300 >&2
+}
+
+solutions() { # NN list -> "NN_name dsl" lines
+	for d in solutions/[0-9]*_*/; do
+		d=${d%/}
+		n=$(basename "$d")
+		[ -n "${1:-}" ] && ! grep -qw "$((10#${n%%_*}))" <<<"${1//,/ }" && continue
+		for dsl in cutedsl tirx; do
+			[ -f "$d/$dsl/kernel.py" ] && echo "$n $dsl"
+		done
+	done
+}
+
+case "$step" in
+smoke)
+	row new "torch kernel" passed 28 cutedsl visible tests/kernels/28_torch_ok.py
+	row new "dsl kernel" passed 28 tirx visible solutions/28_fused_add_rmsnorm/tirx/kernel.py
+	row new "segv" crashed 28 cutedsl visible tests/kernels/28_segv.py
+	;;
+adversarial)
+	while IFS=$'\t' read -r kernel want _; do
+		case "$kernel" in '#'* | '') continue ;; esac
+		row new "$kernel" "$want" 28 cutedsl visible "tests/adversarial/$kernel" --timeout 120
+	done <tests/adversarial/expected.tsv
+	;;
+compare)
+	build_old || exit 1
+	solutions "${2:-}" | while read -r n dsl; do
+		k="solutions/$n/$dsl/kernel.py"
+		row old "$n" passed "${n%%_*}" "$dsl" visible "$k"
+		row new "$n" passed "${n%%_*}" "$dsl" visible "$k"
+		row new "$n" passed "${n%%_*}" "$dsl" heldout "$k"
+	done
+	;;
+breakdown)
+	build_old || exit 1
+	k=solutions/28_fused_add_rmsnorm/tirx/kernel.py
+	for i in 1 2; do
+		row old "28 tirx #$i" passed 28 tirx visible "$k"
+		row new "28 tirx #$i" passed 28 tirx visible "$k"
+	done
+	# throughput: 8 evaluations of shipped kernels, one at a time, then 4 at a time
+	list="28_fused_add_rmsnorm/tirx 28_fused_add_rmsnorm/cutedsl 36_rmsnorm/tirx 36_rmsnorm/cutedsl"
+	for par in 1 4; do
+		t0=$(date +%s.%N)
+		for s in $list $list; do echo "$s"; done | xargs -P "$par" -I{} sh -c \
+			'build/mkb eval "$(echo {} | cut -c1-2 | sed "s/^0//")" --dsl "$(basename {})" --json "solutions/{}/kernel.py" >>"$0/par'"$par"'.jsonl" 2>>"$0/stderr-breakdown.txt"' "$OUT"
+		echo "{\"label\": \"throughput\", \"parallel\": $par, \"evaluations\": 8, \"wall_s\": $(echo "$(date +%s.%N) - $t0" | bc)}" >>"$rows"
+		tail -1 "$rows" >&2
+	done
+	;;
+*)
+	log "unknown step '$step'"
+	exit 2
+	;;
+esac
+
+"$MKB_PYTHON" tools/judge_table.py "$rows" "$OUT/machine-$step.txt" | tee "$OUT/$step.md"

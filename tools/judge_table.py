@@ -1,0 +1,70 @@
+"""Markdown table of tools/gpu_judge.sh rows (JSON lines): one row per
+evaluation, or, where the same kernel was graded by the old and the new
+judge, one row per kernel with both medians and their ratio.
+
+    python tools/judge_table.py ROWS.jsonl [MACHINE.txt]
+"""
+import json
+import statistics
+import sys
+
+
+def fmt(x, digits=4):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def ratio(a, b):
+    return b / a if a and b else None
+
+
+def main(argv):
+    rows = [json.loads(line) for line in open(argv[1], encoding="utf-8") if line.strip()]
+    if len(argv) > 2:
+        for line in open(argv[2], encoding="utf-8"):
+            print(f"    {line.rstrip()}")
+        print()
+    old = {(r.get("label"), r.get("dsl"), r.get("workload")): r for r in rows if r.get("judge") == "old"}
+    if old:
+        print("| problem | dsl | workload | old | new | kernel ms old | new | new/old "
+              "| eager ms old | new | new/old | new timing | eval s old | new |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        kr, er = [], []
+        for r in rows:
+            if r.get("judge") != "new":
+                continue
+            o = old.get((r.get("label"), r.get("dsl"), r.get("workload")), {})
+            k, e = ratio(o.get("kernel_ms"), r.get("kernel_ms")), ratio(o.get("eager_ms"), r.get("eager_ms"))
+            if k:
+                kr.append(k)
+            if e:
+                er.append(e)
+            src = (r.get("timing") or {}).get("source", "-")
+            print(f"| {r.get('label')} | {r.get('dsl')} | {r.get('workload')} | {o.get('status', '-')} "
+                  f"| {r.get('status')} | {fmt(o.get('kernel_ms'))} | {fmt(r.get('kernel_ms'))} | {fmt(k, 3)} "
+                  f"| {fmt(o.get('eager_ms'))} | {fmt(r.get('eager_ms'))} | {fmt(e, 3)} | {src} "
+                  f"| {fmt(o.get('wall_s'), 1)} | {fmt(r.get('wall_s'), 1)} |")
+        if kr:
+            print(f"\nkernel median new/old: median {statistics.median(kr):.3f} "
+                  f"(range {min(kr):.3f}-{max(kr):.3f}, {len(kr)} kernels); "
+                  f"eager new/old: median {statistics.median(er):.3f} (range {min(er):.3f}-{max(er):.3f})")
+    else:
+        print("| label | judge | expected | got | kernel ms | eager ms | speedup | timing | eval s | reason |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            if r.get("label") == "throughput":
+                print(f"| throughput | {r['parallel']} at a time | | | | | | | {fmt(r['wall_s'], 1)} "
+                      f"| {r['evaluations']} evaluations: {3600 * r['evaluations'] / r['wall_s']:.0f} per GPU-hour |")
+                continue
+            reason = str(r.get("reason", ""))[:100].replace("|", "/")
+            src = (r.get("timing") or {}).get("source", "-")
+            print(f"| {r.get('label')} | {r.get('judge')} | {r.get('expect')} | {r.get('status')} "
+                  f"| {fmt(r.get('kernel_ms'))} | {fmt(r.get('eager_ms'))} | {fmt(r.get('speedup'), 2)} "
+                  f"| {src} | {fmt(r.get('wall_s'), 1)} | {reason} |")
+    graded = [r for r in rows if r.get("expect")]
+    ok = sum(r.get("status") == r.get("expect") for r in graded)
+    print(f"\n{ok} of {len(graded)} evaluations got the expected status")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
