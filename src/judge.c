@@ -265,7 +265,7 @@ struct candidate_setup {
 	char *scratch;           /* private writable folder, removed afterwards */
 	char *kernel_dir;
 	const char *env[ARRAY_SIZE(passed_env) + 16];
-	char *owned[ARRAY_SIZE(passed_env) + 8];
+	char *owned[ARRAY_SIZE(passed_env) + 8 + 2 * SANDBOX_MAX_PATHS];
 	size_t nowned;
 };
 
@@ -319,6 +319,19 @@ static int candidate_setup(struct candidate_setup *cs, const struct judge_opts *
 	rc |= sandbox_allow_read(sb, cs->kernel_dir);
 	rc |= sandbox_allow_write(sb, cs->scratch);
 	rc |= sandbox_allow_write(sb, "/dev");
+	/* Trees a machine's GPU driver or DSL needs beyond these (a colon list
+	 * each; docs/judge.md): the repository is never added. */
+	static const char *const extra[2] = {"MKB_SANDBOX_READ", "MKB_SANDBOX_WRITE"};
+	for (int w = 0; w < 2; w++) {
+		const char *list = getenv(extra[w]);
+		for (const char *q = list; q && *q;) {
+			size_t len = strcspn(q, ":");
+			const char *tree = own(cs, xstrfmt("%.*s", (int)len, q));
+			if (*tree && !touches_root(tree, o->root))
+				rc |= w ? sandbox_allow_write(sb, tree) : sandbox_allow_read(sb, tree);
+			q += len + (q[len] == ':');
+		}
+	}
 
 	size_t n = 0;
 	cs->env[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
@@ -367,6 +380,7 @@ static int candidate_setup(struct candidate_setup *cs, const struct judge_opts *
 	sb->processes = CANDIDATE_PROCESSES;
 	/* CUDA maps far more address space than it uses: limit data instead. */
 	sb->mem_data = !strcmp(o->device, "cuda");
+	sb->thread_names = sb->mem_data;
 	sb->mem_bytes = sb->mem_data ? CANDIDATE_GPU_DATA_BYTES : CANDIDATE_MEM_BYTES;
 	return rc ? -1 : 0;
 }

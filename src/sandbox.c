@@ -233,8 +233,9 @@ static _Noreturn void exit_like(int status)
  * exec. The program is not pid 1 on purpose: pid 1 ignores signals it has
  * no handler for, so a kernel's SIGSEGV would not end it. init hands the
  * program's wait status to the outside process through a pipe, which ends
- * the same way. Only the returning process comes back. */
-static void enter_pid_namespace(int mount_proc)
+ * the same way. Only the returning process comes back, with 1 when /proc
+ * is the namespace's own. */
+static int enter_pid_namespace(int mount_proc)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
@@ -252,15 +253,15 @@ static void enter_pid_namespace(int mount_proc)
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	close(p[0]);
-	if (mount_proc)
-		mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	int own_proc = mount_proc &&
+		       mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0;
 	pid_t prog = fork();
 	if (prog < 0)
 		_exit(126);
 	if (prog == 0) {
 		close(p[1]);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		return;
+		return own_proc;
 	}
 	close_range(0, (unsigned)p[1] - 1, 0);
 	close_range((unsigned)p[1] + 1, ~0U, 0);
@@ -304,7 +305,7 @@ static int landlock_rule(int ruleset, const char *path, uint64_t access, uint64_
 
 /* Returns the Landlock layers applied, or -1 when the ruleset could not be
  * completed (never exec half-confined). */
-static int apply_landlock(const struct sandbox *sb)
+static int apply_landlock(const struct sandbox *sb, int own_proc)
 {
 	long abi = syscall(__NR_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
 	if (abi < 1)
@@ -342,6 +343,14 @@ static int apply_landlock(const struct sandbox *sb)
 			rc = landlock_rule(ruleset, sb->read[i], read, fs);
 		for (size_t i = 0; i < sb->nwrite && rc == 0; i++)
 			rc = landlock_rule(ruleset, sb->write[i], fs, fs);
+		/* Threads' names. In our own pid namespace with its own /proc, the
+		 * whole /proc holds only our processes, and what is global in it
+		 * needs capabilities of the host's user namespace: writable. Else
+		 * only this process's task folder, resolved here, in the process
+		 * that will exec (a rule binds to the inode it names). */
+		if (rc == 0 && sb->thread_names)
+			rc = landlock_rule(ruleset, own_proc ? "/proc" : "/proc/self/task",
+					   LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_READ_DIR, fs);
 	}
 	if (rc == 0 && syscall(__NR_landlock_restrict_self, ruleset, 0) < 0)
 		rc = -1;
@@ -414,8 +423,9 @@ int sandbox_apply(const struct sandbox *sb)
 {
 	unsigned layers = enter_namespaces(sb);
 	/* With a /proc of the new namespace, other processes are invisible. */
+	int own_proc = 0;
 	if (layers & SB_PIDNS)
-		enter_pid_namespace(layers & SB_MOUNTNS);
+		own_proc = enter_pid_namespace(layers & SB_MOUNTNS);
 	if (!(sb->disable & SB_RLIMITS)) {
 		if (apply_rlimits(sb) < 0)
 			return -1;
@@ -424,7 +434,7 @@ int sandbox_apply(const struct sandbox *sb)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -1;
 	layers |= SB_NO_NEW_PRIVS;
-	int ll = apply_landlock(sb);
+	int ll = apply_landlock(sb, own_proc);
 	if (ll < 0)
 		return -1;
 	layers |= (unsigned)ll;

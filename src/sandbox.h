@@ -38,6 +38,9 @@ struct sandbox {
 	const char *write[SANDBOX_MAX_PATHS]; /* trees readable and writable */
 	size_t nread, nwrite;
 	int allow_network;  /* keep the host's network (external agents) */
+	int thread_names;   /* may write /proc/<own pid>/task/<tid>/comm: CUDA's
+			       cuInit names its threads and fails (error 304)
+			       when it cannot */
 	unsigned disable;   /* layers not to apply (diagnosis: $MKB_SANDBOX_OFF) */
 	/* Resource limits; 0 leaves one as it is. */
 	long long mem_bytes;  /* address space (RLIMIT_AS), or data with mem_data */

@@ -82,6 +82,49 @@ static void test_files_outside_the_allowed_trees_are_refused(void)
 	free(dir);
 }
 
+/* CUDA names its threads through /proc/<pid>/task/<tid>/comm: allowed with
+ * thread_names, refused without (where Landlock is in force). */
+static int name_thread_under_sandbox(int thread_names, unsigned *layers)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		struct sandbox sb;
+		sandbox_init(&sb);
+		sb.thread_names = thread_names;
+		sandbox_allow_read(&sb, "/proc");
+		int got = sandbox_apply(&sb);
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)gettid());
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		int ok = fd >= 0 && write(fd, "mkb-test", 8) == 8;
+		int result[2] = {got, ok ? 0 : errno};
+		ssize_t w = write(p[1], result, sizeof(result));
+		_exit(w == (ssize_t)sizeof(result) ? 0 : 1);
+	}
+	close(p[1]);
+	int result[2] = {-1, -1};
+	ssize_t r = read(p[0], result, sizeof(result));
+	close(p[0]);
+	int status;
+	waitpid(pid, &status, 0);
+	if (r != (ssize_t)sizeof(result))
+		return -1;
+	*layers = (unsigned)result[0];
+	return result[1];
+}
+
+static void test_thread_names_for_cuda(void)
+{
+	unsigned layers = 0;
+	CHECK(name_thread_under_sandbox(1, &layers) == 0);
+	if (layers & SB_LANDLOCK_FS)
+		CHECK(name_thread_under_sandbox(0, &layers) == EACCES);
+}
+
 static void test_available_layers_include_the_basics(void)
 {
 	unsigned layers = sandbox_available();
@@ -93,5 +136,6 @@ const struct unit_test sandbox_tests[] = {
 	{"sandbox layer names parse and print", test_layer_names},
 	{"sandbox refuses files outside its trees", test_files_outside_the_allowed_trees_are_refused},
 	{"sandbox applies at least limits and no_new_privs", test_available_layers_include_the_basics},
+	{"sandbox lets CUDA name its threads only when asked", test_thread_names_for_cuda},
 };
 const size_t sandbox_ntests = ARRAY_SIZE(sandbox_tests);
