@@ -7,9 +7,12 @@
 #   tools/gpu_judge.sh compare [P]  shipped solutions (problems P, default all 14):
 #                                   old judge, then new judge, same kernel, visible;
 #                                   new judge on held-out
-#   tools/gpu_judge.sh breakdown    problem 28: wall time and stage timeline of
-#                                   one evaluation, old and new; then 8 evaluations
-#                                   one at a time and 4 at a time (throughput)
+#   tools/gpu_judge.sh breakdown    problem 28 (torch kernels: no DSL needed): wall
+#                                   time and stage timeline of one evaluation, old and
+#                                   new; then 8 evaluations one at a time and 4 at a
+#                                   time (throughput)
+#   tools/gpu_judge.sh all          every shipped solution, visible and held-out, new
+#                                   judge, 4 evaluations at a time
 #
 # The old judge is the in-process one of commit 69b247a, whose src/ and
 # grader/ a developer unpacks into old/ (ignored; carried):
@@ -97,20 +100,28 @@ compare)
 	;;
 breakdown)
 	build_old || exit 1
-	k=solutions/28_fused_add_rmsnorm/tirx/kernel.py
 	for i in 1 2; do
-		row old "28 tirx #$i" passed 28 tirx visible "$k"
-		row new "28 tirx #$i" passed 28 tirx visible "$k"
+		row old "28 torch #$i" passed 28 cutedsl visible tests/kernels/28_torch_ok.py
+		row new "28 torch #$i" passed 28 cutedsl visible tests/kernels/28_torch_ok.py
 	done
-	# throughput: 8 evaluations of shipped kernels, one at a time, then 4 at a time
-	list="28_fused_add_rmsnorm/tirx 28_fused_add_rmsnorm/cutedsl 36_rmsnorm/tirx 36_rmsnorm/cutedsl"
+	# throughput: 8 evaluations, one at a time, then 4 at a time
 	for par in 1 4; do
 		t0=$(date +%s.%N)
-		for s in $list $list; do echo "$s"; done | xargs -P "$par" -I{} sh -c \
-			'build/mkb eval "$(echo {} | cut -c1-2 | sed "s/^0//")" --dsl "$(basename {})" --json "solutions/{}/kernel.py" >>"$0/par'"$par"'.jsonl" 2>>"$0/stderr-breakdown.txt"' "$OUT"
-		echo "{\"label\": \"throughput\", \"parallel\": $par, \"evaluations\": 8, \"wall_s\": $(echo "$(date +%s.%N) - $t0" | bc)}" >>"$rows"
+		for i in 1 2 3 4; do printf '28\n36\n'; done | xargs -P "$par" -I{} sh -c \
+			'build/mkb eval {} --dsl cutedsl --json "tests/kernels/{}_torch_ok.py" >>"$0/par'"$par"'.jsonl" 2>>"$0/stderr-breakdown.txt"' "$OUT"
+		wall=$("$MKB_PYTHON" -c "import time; print(round(time.time() - $t0, 2))")
+		echo "{\"label\": \"throughput\", \"parallel\": $par, \"evaluations\": 8, \"wall_s\": $wall}" >>"$rows"
 		tail -1 "$rows" >&2
 	done
+	;;
+all)
+	t0=$(date +%s.%N)
+	solutions "${2:-}" | while read -r n dsl; do
+		for wl in visible heldout; do echo "$n $dsl $wl"; done
+	done | xargs -P 4 -L 1 sh -c 'build/mkb eval "$(echo "$0" | cut -c1-2 | sed "s/^0//")" --dsl "$1" --workload "$2" --json "solutions/$0/$1/kernel.py" | "$MKB_PYTHON" -c "import json, sys; o = json.load(sys.stdin); o.pop(\"versions\", None); o.update(judge=\"new\", label=\"$0\", expect=\"passed\"); print(json.dumps(o))" >>'"$rows"' 2>>'"$OUT/stderr-all.txt"
+	n=$(wc -l <"$rows")
+	wall=$("$MKB_PYTHON" -c "import time; print(round(time.time() - $t0, 2))")
+	echo "{\"label\": \"throughput\", \"parallel\": 4, \"evaluations\": $n, \"wall_s\": $wall}" >>"$rows"
 	;;
 *)
 	log "unknown step '$step'"
