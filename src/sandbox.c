@@ -350,7 +350,7 @@ static int apply_landlock(const struct sandbox *sb, int own_proc)
 		 * that will exec (a rule binds to the inode it names). */
 		if (rc == 0 && sb->thread_names)
 			rc = landlock_rule(ruleset, own_proc ? "/proc" : "/proc/self/task",
-					   LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_READ_DIR, fs);
+					   LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE | LL_FS_READ_DIR, fs);
 	}
 	if (rc == 0 && syscall(__NR_landlock_restrict_self, ruleset, 0) < 0)
 		rc = -1;

@@ -99,7 +99,8 @@ static int name_thread_under_sandbox(int thread_names, unsigned *layers)
 		int got = sandbox_apply(&sb);
 		char path[64];
 		snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)gettid());
-		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		/* as fopen(path, "w") opens it: truncating needs its own right */
+		int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
 		int ok = fd >= 0 && write(fd, "mkb-test", 8) == 8;
 		int result[2] = {got, ok ? 0 : errno};
 		ssize_t w = write(p[1], result, sizeof(result));
