@@ -12,6 +12,7 @@
 #include "feedback.h"
 #include "grade.h"
 #include "judge_flags.h"
+#include "proc.h"
 #include "util.h"
 
 static const char eval_help[] =
@@ -138,5 +139,7 @@ int cmd_eval(int argc, char **argv)
 	verdict_release(&v);
 	grade_env_close(&g);
 	mkb_env_release(&env);
+	if (proc_interrupted())
+		rc = 128 + proc_interrupted();
 	return rc;
 }

@@ -11,6 +11,7 @@
 #include "dsl.h"
 #include "grade.h"
 #include "judge_flags.h"
+#include "proc.h"
 #include "sol.h"
 #include "util.h"
 
@@ -266,10 +267,15 @@ int cmd_validate(int argc, char **argv)
 					print_row(r);
 				}
 				fflush(stdout);
+				if (proc_interrupted()) {
+					free(kernel);
+					goto stopped; /* the rows so far are still summarised */
+				}
 			}
 			free(kernel);
 		}
 	}
+stopped:
 	if (!n) {
 		error("no solutions found under '%s' for the problems and DSLs asked for", solutions);
 		goto out;
@@ -287,5 +293,5 @@ out:
 	grade_env_close(&g);
 	free(solutions);
 	mkb_env_release(&env);
-	return rc;
+	return proc_interrupted() ? 128 + proc_interrupted() : rc;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "fingerprint.h"
 #include "paths.h"
@@ -53,14 +54,23 @@ static int begin_record(const char *root, const struct judge_opts *o, const stru
 	/* The source is kept when it is within the limit: it is what was graded. */
 	if (read_file(kernel, (size_t)o->max_kernel_bytes, &src, &len) == 0) {
 		sha256_hex(src, len, kernel_hash);
+		/* kept whole: a NUL byte must not cut it (it becomes '?', like
+		 * any byte that is not UTF-8) */
+		for (size_t i = 0; i < len; i++)
+			if (!src[i])
+				src[i] = '?';
 		utf8_sanitize(src);
 	}
+	char boot[64];
+	proc_boot_id(boot, sizeof(boot));
 	json_t *oj = options_json(o);
 	char *options = json_dumps(oj, JSON_COMPACT);
 	json_decref(oj);
 	struct eval_record rec = {
 		.problem = p->number, .dsl = dsl, .workload = o->workload, .device = o->device,
-		.kernel_path = kernel, .kernel_source = src,
+		.kernel_path = kernel, .kernel_source = src, .kernel_source_len = src ? strlen(src) : 0,
+		.owner_pid = (long long)getpid(), .owner_boot = boot,
+		.owner_start = proc_start_ticks((long long)getpid()),
 		.kernel_sha256 = *kernel_hash ? kernel_hash : NULL,
 		.problem_sha256 = problem_hash, .grader_sha256 = grader_hash, .options_json = options,
 	};
@@ -162,6 +172,9 @@ int grade_env_open(struct grade_env *g, const char *root, struct judge_opts *o,
 		return -1;
 	}
 	probe_python(g, o);
+	/* Ctrl-C or a SIGTERM ends the evaluation under way cleanly: its
+	 * processes killed, its row recorded as interrupted. */
+	proc_catch_interrupts();
 	if (!no_store) {
 		char *path = store_path ? xstrdup(store_path) : paths_store(root);
 		int rc = store_open(path, &g->store);
@@ -170,6 +183,12 @@ int grade_env_open(struct grade_env *g, const char *root, struct judge_opts *o,
 			grade_env_close(g);
 			return -1;
 		}
+		char boot[64];
+		proc_boot_id(boot, sizeof(boot));
+		long stale = store_reclaim_abandoned(g->store, boot, proc_alive);
+		if (stale > 0)
+			warning("store: %ld evaluation%s left running by an mkb process that ended "
+				"(killed?) marked infra_error (abandoned)", stale, stale == 1 ? "" : "s");
 	}
 	proc_become_subreaper();
 	return 0;

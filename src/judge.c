@@ -502,7 +502,10 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 	if (r.line.len && !r.overflow) /* a last line without its newline */
 		handle_line(&r, buf_str(&r.line));
 
-	if (pumped == 2) {
+	if (pumped == 3) {
+		verdict_set(v, VERDICT_INFRA_ERROR, "interrupted by signal %d during stage '%s'",
+			    proc_interrupted(), v->stage);
+	} else if (pumped == 2) {
 		verdict_set(v, VERDICT_FAILED, "more than %lld MB of output during stage '%s': stopped",
 			    JUDGE_OUTPUT_CAP >> 20, v->stage);
 	} else if (pumped == 1 && before_kernel(v->stage)) {

@@ -18,6 +18,33 @@
 
 extern char **environ;
 
+/* The one piece of mutable global state here: a signal handler may only set
+ * a flag. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+	interrupted = sig;
+}
+
+void proc_catch_interrupts(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_interrupt; /* no SA_RESTART: poll returns EINTR */
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(sigs[i], &sa, NULL) < 0)
+			warning("cannot catch signal %d: %s", sigs[i], strerror(errno));
+	}
+}
+
+int proc_interrupted(void)
+{
+	return interrupted;
+}
+
 static void close_fd(int *fd)
 {
 	if (*fd >= 0) {
@@ -225,6 +252,8 @@ int child_pump(struct child *c, double deadline_ms,
 			return 1;
 		if (err_cap > 0 && c->err_bytes > err_cap)
 			return 2;
+		if (interrupted)
+			return 3;
 		if (c->out_fd < 0 && c->err_fd < 0 && c->extra_fd < 0) {
 			if (try_reap(c))
 				return 0;
@@ -341,6 +370,43 @@ int proc_kill_descendants(void)
 		}
 	}
 	return killed;
+}
+
+long long proc_start_ticks(long long pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%lld/stat", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* after the command name in parentheses (which may hold spaces), field
+	 * 3 is the state; the start time is field 22 */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -1;
+	p++;
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoll(p + 1, NULL, 10) : -1;
+}
+
+int proc_alive(long long pid, long long start_ticks)
+{
+	return pid > 0 && proc_start_ticks(pid) == start_ticks;
+}
+
+void proc_boot_id(char *out, size_t size)
+{
+	out[0] = '\0';
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (!f)
+		return;
+	if (fgets(out, (int)size, f))
+		out[strcspn(out, "\n")] = '\0';
+	fclose(f);
 }
 
 void proc_describe_status(int status, char *out, size_t size)

@@ -46,7 +46,8 @@ int child_feed(struct child *c, const char *data, size_t len);
  * A child that closes its pipes but keeps running, or exits leaving a
  * descendant that holds them, is still bounded by the deadline / its exit.
  * Returns 0 when the child exited, 1 on the deadline, 2 when more than
- * err_cap bytes (> 0) arrived on stderr and extra_fd, -1 on a poll error. */
+ * err_cap bytes (> 0) arrived on stderr and extra_fd, 3 when a signal caught
+ * by proc_catch_interrupts() came, -1 on a poll error. */
 int child_pump(struct child *c, double deadline_ms,
 	       void (*on_out)(void *ctx, const char *data, size_t len), void *ctx,
 	       struct buf *err_tail, long long err_cap);
@@ -57,12 +58,27 @@ void child_kill(struct child *c);
 /* Wait for the child; *status gets waitpid's status. Closes the pipes. */
 int child_finish(struct child *c, int *status);
 
+/* Catch SIGINT, SIGTERM and SIGHUP: child_pump then stops (returning 3) so
+ * that the caller can kill what it started and record the interruption
+ * before it exits. proc_interrupted() says which signal came (0: none). */
+void proc_catch_interrupts(void);
+int proc_interrupted(void);
+
 /* Make this process the reaper of orphaned descendants, so that a grandchild
  * that left the child's process group still comes back to us. */
 void proc_become_subreaper(void);
 /* Kill and reap every remaining child of this process (after an evaluation,
  * nothing it started may outlive it). Returns how many were killed. */
 int proc_kill_descendants(void);
+
+/* Start time of process pid in clock ticks since boot (field 22 of
+ * /proc/PID/stat), or -1 when there is no such process. With the boot id
+ * it names a process uniquely: pids are reused. */
+long long proc_start_ticks(long long pid);
+/* Is pid the process that started at start_ticks? */
+int proc_alive(long long pid, long long start_ticks);
+/* This boot's id (/proc/sys/kernel/random/boot_id) into out; "" if unknown. */
+void proc_boot_id(char *out, size_t size);
 
 /* Describe a waitpid status: "exit code 3", "signal 11 (SIGSEGV)". */
 void proc_describe_status(int status, char *out, size_t size);

@@ -5,7 +5,9 @@
 #include "store.h"
 #include "util.h"
 
-#define SCHEMA_VERSION 1
+/* 1: the first schema. 2: owner_pid, owner_boot, owner_start (which mkb
+ * process ran a row, so a row it left "running" can be found abandoned). */
+#define SCHEMA_VERSION 2
 
 struct store {
 	sqlite3 *db;
@@ -40,7 +42,8 @@ static const char schema[] =
 	" result TEXT,"                   /* the grader's whole result object */
 	" term_signal INTEGER, exit_code INTEGER,"
 	" wait_ms REAL, eval_ms REAL,"
-	" output_tail TEXT);"
+	" output_tail TEXT,"
+	" owner_pid INTEGER, owner_boot TEXT, owner_start INTEGER);"
 	"CREATE INDEX IF NOT EXISTS evaluations_problem ON evaluations(problem, dsl, workload);";
 
 static int sql_error(struct store *s, const char *what)
@@ -73,6 +76,22 @@ int store_open(const char *path, struct store **out)
 		if (sqlite3_step(st) == SQLITE_ROW)
 			version = sqlite3_column_int(st, 0);
 		sqlite3_finalize(st);
+	}
+	/* Version 1 stores gain the owner columns; their running rows keep NULL
+	 * owners (nothing tells whether their process still runs). */
+	if (version == 1 &&
+	    sqlite3_exec(s->db, "BEGIN IMMEDIATE;"
+			 " ALTER TABLE evaluations ADD COLUMN owner_pid INTEGER;"
+			 " ALTER TABLE evaluations ADD COLUMN owner_boot TEXT;"
+			 " ALTER TABLE evaluations ADD COLUMN owner_start INTEGER;"
+			 " PRAGMA user_version=2; COMMIT;", NULL, NULL, &msg) == SQLITE_OK)
+		version = 2;
+	else if (version == 1) {
+		int rc = error("store '%s': cannot migrate from version 1: %s", path, msg ? msg : "?");
+		sqlite3_free(msg);
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		store_close(s);
+		return rc;
 	}
 	if (version == 0) {
 		char pragma[64];
@@ -134,8 +153,9 @@ int store_begin_evaluation(struct store *s, const struct eval_record *r, int64_t
 {
 	static const char sql[] =
 		"INSERT INTO evaluations (started_at, problem, dsl, workload, device, kernel_path,"
-		" kernel_sha256, kernel_source, problem_sha256, grader_sha256, options, status)"
-		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'running')";
+		" kernel_sha256, kernel_source, problem_sha256, grader_sha256, options, status,"
+		" owner_pid, owner_boot, owner_start)"
+		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'running', ?12, ?13, ?14)";
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return sql_error(s, "prepare insert");
@@ -149,10 +169,14 @@ int store_begin_evaluation(struct store *s, const struct eval_record *r, int64_t
 	b |= bind_text(st, 5, r->device);
 	b |= bind_text(st, 6, r->kernel_path);
 	b |= bind_text(st, 7, r->kernel_sha256);
-	b |= bind_text(st, 8, r->kernel_source);
+	b |= r->kernel_source ? sqlite3_bind_text(st, 8, r->kernel_source, (int)r->kernel_source_len,
+						  SQLITE_TRANSIENT) : sqlite3_bind_null(st, 8);
 	b |= bind_text(st, 9, r->problem_sha256);
 	b |= bind_text(st, 10, r->grader_sha256);
 	b |= bind_text(st, 11, r->options_json);
+	b |= r->owner_pid > 0 ? sqlite3_bind_int64(st, 12, r->owner_pid) : sqlite3_bind_null(st, 12);
+	b |= bind_text(st, 13, r->owner_boot);
+	b |= r->owner_start >= 0 ? sqlite3_bind_int64(st, 14, r->owner_start) : sqlite3_bind_null(st, 14);
 	if (run(s, st, b, "insert evaluation") < 0)
 		return -1;
 	*id = sqlite3_last_insert_rowid(s->db);
@@ -213,4 +237,41 @@ long store_count_evaluations(struct store *s, const char *status)
 	long n = sqlite3_step(st) == SQLITE_ROW ? (long)sqlite3_column_int64(st, 0) : -1;
 	sqlite3_finalize(st);
 	return n;
+}
+
+long store_reclaim_abandoned(struct store *s, const char *boot,
+			     int (*alive)(long long pid, long long start))
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(s->db, "SELECT id, owner_pid, owner_start, owner_boot FROM evaluations"
+			       " WHERE status='running' AND owner_pid IS NOT NULL", -1, &st, NULL) != SQLITE_OK)
+		return sql_error(s, "prepare abandoned");
+	int64_t ids[256];
+	long long pids[256];
+	size_t n = 0;
+	while (n < ARRAY_SIZE(ids) && sqlite3_step(st) == SQLITE_ROW) {
+		const char *owner_boot = (const char *)sqlite3_column_text(st, 3);
+		long long pid = sqlite3_column_int64(st, 1), start = sqlite3_column_int64(st, 2);
+		/* another boot of this machine, or a process that is gone */
+		if (!owner_boot || strcmp(owner_boot, boot) || !alive(pid, start)) {
+			ids[n] = sqlite3_column_int64(st, 0);
+			pids[n++] = pid;
+		}
+	}
+	sqlite3_finalize(st);
+	char ts[32];
+	utc_timestamp(ts, sizeof(ts));
+	for (size_t i = 0; i < n; i++) {
+		if (sqlite3_prepare_v2(s->db, "UPDATE evaluations SET status='infra_error', finished_at=?1,"
+				       " reason=?2 WHERE id=?3 AND status='running'", -1, &st, NULL) != SQLITE_OK)
+			return sql_error(s, "prepare reclaim");
+		char *why = xstrfmt("abandoned: the mkb process that ran it (pid %lld) ended without a verdict",
+				    pids[i]);
+		int b = bind_text(st, 1, ts);
+		b |= sqlite3_bind_text(st, 2, why, -1, free);
+		b |= sqlite3_bind_int64(st, 3, ids[i]);
+		if (run(s, st, b, "reclaim evaluation") < 0)
+			return -1;
+	}
+	return (long)n;
 }

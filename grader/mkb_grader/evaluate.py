@@ -24,6 +24,8 @@ from . import arena, correctness, gpulock, numerics, timing
 from .problem import Problem
 from .wire import PeerLost, PeerTimeout, ProtocolError
 
+# The module each DSL variant's kernels import.
+DSL_MODULES = {"cutedsl": "cutlass", "tirx": "tvm"}
 # Start-up of the candidate process (interpreter, torch), not the kernel's.
 START_LIMIT_S = 300.0
 # Calls that only measure the round trip through the candidate process.
@@ -176,6 +178,18 @@ class Evaluation:
             raise Outcome("failed", f"{self.stage} raised {text}")
         return reply
 
+    def check_dsl_installed(self):
+        """On a GPU the variant's DSL must be importable by the grader's
+        Python: a missing package is ours, not the kernel's failure. (CPU
+        test mode grades torch stand-ins and needs no DSL.)"""
+        if self.device != "cuda":
+            return
+        import importlib.util
+        module = DSL_MODULES.get(self.req.get("dsl"))
+        if module and importlib.util.find_spec(module) is None:
+            raise Outcome("infra_error", f"the {self.req.get('dsl')} package ('{module}') is not "
+                                         "installed for the grader's Python")
+
     def wait_ready(self):
         """The candidate process's start-up (interpreter, torch) is ours, not
         the kernel's: not charged to its budget, an infrastructure error when
@@ -304,6 +318,7 @@ class Evaluation:
         except Exception as exc:
             raise Outcome("infra_error", f"cannot load problem: {describe_exception(exc)}") from exc
 
+        self.check_dsl_installed()
         if not self.ready:
             self.wait_ready()
         if self.lock:

@@ -182,6 +182,77 @@ expect 'no GPU and no --device cpu is a clear error' '
 	grep -q -- "--device cpu" err.txt
 '
 
+expect 'a broken interpreter is an infrastructure error, not the kernel'"'"'s' '
+	set +e
+	"$MKB" eval 28 --dsl cutedsl $FAST --python /bin/false --json --no-store "$K/28_torch_ok.py" >out.json
+	rc=$?
+	set -e
+	[ "$(field status <out.json)" = infra_error ]
+	[ $rc = 3 ]
+'
+
+expect 'SIGTERM of mkb eval kills the evaluation and records it as interrupted' '
+	export MKB_STORE="$TMP/sig.db"
+	"$MKB" eval 28 --dsl cutedsl $FAST --json "$K/28_hang.py" >out.json 2>err.txt &
+	pid=$!
+	sleep 5 # in whatever stage it is by then
+	kill -TERM $pid
+	set +e
+	wait $pid
+	rc=$?
+	set -e
+	[ $rc = 143 ]
+	[ "$(field status <out.json)" = infra_error ]
+	field reason <out.json | grep -q "interrupted by signal 15"
+	python3 -c "import sqlite3; r = sqlite3.connect(\"$TMP/sig.db\").execute(\"select status from evaluations\").fetchall(); assert r == [(\"infra_error\",)], r"
+	sleep 0.3
+	! pgrep -f "mkb_grader.candidate"
+'
+
+sql() { # DB SQL...: run statements, print rows as a|b lines (no sqlite3 CLI needed)
+	python3 - "$@" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for stmt in sys.argv[2:]:
+    for row in db.execute(stmt).fetchall():
+        print("|".join(str(x) for x in row))
+db.commit()
+PY
+}
+
+expect 'kill -9 of mkb eval leaves nothing running, and the next one marks its row abandoned' '
+	export MKB_STORE="$TMP/kill.db"
+	"$MKB" eval 28 --dsl cutedsl $FAST --json "$K/28_hang.py" >/dev/null 2>&1 &
+	pid=$!
+	sleep 5
+	kill -KILL $pid
+	wait $pid || true
+	sleep 0.5
+	! pgrep -f "mkb_grader.candidate"
+	[ "$(sql "$TMP/kill.db" "select status from evaluations")" = running ]
+	"$MKB" eval 28 --dsl cutedsl $FAST --json "$K/28_torch_ok.py" >out.json 2>err.txt
+	grep -q "1 evaluation left running by an mkb process that ended" err.txt
+	[ "$(sql "$TMP/kill.db" "select status from evaluations order by id" | tr "\n" " ")" = "infra_error passed " ]
+	sql "$TMP/kill.db" "select reason from evaluations where id = 1" | grep -q "abandoned: the mkb process that ran it (pid $pid)"
+'
+
+expect 'a store of schema version 1 is migrated, its rows kept' '
+	export MKB_STORE="$TMP/v1.db"
+	"$MKB" eval 28 --dsl cutedsl $FAST --json "$K/28_torch_ok.py" >/dev/null
+	sql "$TMP/v1.db" "alter table evaluations drop column owner_pid" "alter table evaluations drop column owner_boot" "alter table evaluations drop column owner_start" "pragma user_version=1"
+	"$MKB" eval 28 --dsl cutedsl $FAST --json "$K/28_torch_ok.py" >/dev/null
+	[ "$(sql "$TMP/v1.db" "pragma user_version")" = 2 ]
+	[ "$(sql "$TMP/v1.db" "select count(*), count(owner_pid) from evaluations")" = "2|1" ]
+'
+
+expect 'a kernel with a NUL byte is stored whole' '
+	export MKB_STORE="$TMP/nul.db"
+	printf "# a\000b\ndef solve(*a):\n    return None\n" >"$TMP/nul.py"
+	"$MKB" eval 28 --dsl cutedsl $FAST --json "$TMP/nul.py" >out.json || true
+	[ "$(field status <out.json)" = rejected ]
+	[ "$(sql "$TMP/nul.db" "select length(kernel_source) from evaluations")" = 37 ]
+'
+
 expect 'bad usage is refused with exit 2' '
 	set +e
 	"$MKB" eval 28 "$K/28_torch_ok.py" 2>e1; r1=$?
