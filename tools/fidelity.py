@@ -135,11 +135,11 @@ spec(22, lambda m: {"tokens": m.NUM_TOKENS, "q_heads": m.NUM_Q_HEADS, "kv_heads"
 spec(23, lambda m: {"requests": m.NUM_REQUESTS, "tokens": m.TOTAL_TOKENS, "blocks": m.NUM_BLOCKS,
                     "entry": m.ENTRY_SIZE})
 spec(24, lambda m: {"requests": m.NUM_REQUESTS, "tokens": m.TOTAL_TOKENS, "blocks": m.NUM_BLOCKS})
-spec(25, lambda m: {"blocks": m.NUM_BLOCKS, "mappings": m.NUM_MAPPINGS, "block_size": m.BLOCK_SIZE,
-                    "heads": m.NUM_HEADS, "head_dim": m.HEAD_DIM})
+spec(25, lambda m: {"num_blocks": m.NUM_BLOCKS, "mappings": m.NUM_MAPPINGS, "block_size": m.BLOCK_SIZE,
+                    "kv_heads": m.NUM_HEADS, "head_dim": m.HEAD_DIM})
 spec(26, lambda m: {"reqs": m.MAX_NUM_REQS, "tokens": m.MAX_NUM_BATCHED_TOKENS, "writes": m.NUM_STAGED_WRITES})
 spec(28, lambda m: {"tokens": m.BATCH_SIZE, "hidden": m.HIDDEN_SIZE})
-spec(36, lambda m: {"rows": m.BATCH_SIZE, "hidden": m.HIDDEN_SIZE})
+spec(36, lambda m: {"tokens": m.BATCH_SIZE, "hidden": m.HIDDEN_SIZE})
 spec(44, lambda m: {"tokens": m.SEQ_LEN, "hidden": m.HIDDEN_SIZE, "intermediate": m.INTERMEDIATE_SIZE,
                     "experts": m.NUM_GLOBAL_EXPERTS, "local_experts": m.NUM_LOCAL_EXPERTS},
      {"SEQ_LEN": 512, "HIDDEN_SIZE": 1024, "INTERMEDIATE_SIZE": 256})
