@@ -100,7 +100,7 @@ spec(1, _decode)
 spec(2, _decode)
 spec(3, _decode_paged, {"KV_INDPTR": lambda m: _prefix(m.KV_INDPTR, 9),
                         "KV_LAST_PAGE_LEN": lambda m: tuple(m.KV_LAST_PAGE_LEN[:9]), "NUM_PAGES": 1000})
-spec(4, _prefill)
+spec(4, _prefill, {"QO_INDPTR": lambda m: _prefix(m.QO_INDPTR, 12), "KV_INDPTR": lambda m: _prefix(m.KV_INDPTR, 12)})
 spec(5, _prefill)
 spec(6, _prefill_paged, {"QO_INDPTR": lambda m: _prefix(m.QO_INDPTR, 4), "KV_INDPTR": lambda m: _prefix(m.KV_INDPTR, 4),
                          "KV_LAST_PAGE_LEN": lambda m: tuple(m.KV_LAST_PAGE_LEN[:4]), "NUM_PAGES": 1200})
