@@ -1,99 +1,109 @@
-"""Problem 06: GQA paged causal prefill, 24 q heads / 8 kv heads, head dim 128,
-page size 64 (FlashInfer-Trace).
+"""Problem 06: causal GQA prefill over a paged KV cache, 24 q heads / 8 kv heads,
+head dim 128, page size 64 (FlashInfer-Trace gqa_paged_prefill_causal_h24_kv8_d128_ps64,
+Llama 3.2 3B).
 
-A batch of sequences is prefilled at once: the queries of all sequences are
-packed into q (sequence b owns rows qo_indptr[b] : qo_indptr[b+1]); its keys
-and values live in a shared pool of 64-token pages, kv_indices[kv_indptr[b] :
-kv_indptr[b+1]] in order, all full except the last, which holds
-kv_last_page_len[b] tokens (1..64). Causal mask aligned to the end: query i of
-a sequence with q_len queries and kv_len keys sees keys j <= i + kv_len - q_len
-(here q_len = kv_len). Each group of q_heads // kv_heads consecutive query
-heads shares one KV head. Returns the output and the log-sum-exp of the
-scaled scores in base 2.
+Sequence b owns the query rows qo_indptr[b] : qo_indptr[b+1] and the 64-token
+pages kv_indices[kv_indptr[b] : kv_indptr[b+1]], in order, all full except the
+last, which holds kv_last_page_len[b] tokens. Query i of a sequence with q_len
+queries and kv_len keys sees keys j <= i + kv_len - q_len; q head h reads kv
+head h // 3. Scores are scaled by sm_scale (an input). Returns the bf16 output
+and the base-2 log-sum-exp of the scaled scores (fp32). Queries are processed
+in chunks of 512 rows, one kv head (its 3 q heads) at a time.
 """
 import math
 
 import torch
 
+CHUNK = 512
 PAGE_SIZE = 64
-LOG2E = 1.0 / math.log(2.0)
-SCORE_BUDGET = 2 ** 28  # score elements per query chunk: bounds the reference's memory
+SM_SCALE = 0.08838834764831843
+LAYOUT_SEED = 6    # fixed lengths of the workloads that are not captured
+
+# The captured workload: 15 sequences; each has as many pages as query tokens
+# (qo_indptr = kv_indptr) and a last page holding 1 token.
+CAPTURED_QO_INDPTR = (0, 206, 373, 612, 836, 1112, 1442, 1938, 2411, 2963, 3408, 3939, 4463, 4999, 5601, 6069)
+CAPTURED_KV_INDPTR = CAPTURED_QO_INDPTR
+LAST_PAGE_LEN = 1
 
 
-def _causal_attention(q, k, v, out, lse):
-    """One sequence: q [q_len, q_heads, d], k / v [kv_len, kv_heads, d]; writes
-    out [q_len, q_heads, d] and lse [q_len, q_heads] (base 2)."""
-    acc = lse.dtype
-    q_len, q_heads, head_dim = q.shape
-    kv_len, kv_heads = k.shape[0], k.shape[1]
-    group = q_heads // kv_heads
-    offset = kv_len - q_len
-    scale = head_dim ** -0.5
-    k, v = k.to(acc), v.to(acc)
-    chunk = max(1, SCORE_BUDGET // (q_heads * kv_len))
-    for start in range(0, q_len, chunk):
-        stop = min(q_len, start + chunk)
-        end = stop + offset                                   # keys this chunk can see
-        qc = q[start:stop].to(acc).view(stop - start, kv_heads, group, head_dim) * scale
-        s = torch.einsum("chgd,khd->hgck", qc, k[:end])      # [kv_heads, group, c, end]
-        i = torch.arange(start, stop, device=q.device)
-        j = torch.arange(end, device=q.device)
-        s.masked_fill_(j > i[:, None] + offset, float("-inf"))
-        lse_c = torch.logsumexp(s, dim=-1)                    # [kv_heads, group, c]
-        p = s.sub_(lse_c[..., None]).exp_()                   # softmax, in place
-        o = torch.einsum("hgck,khd->chgd", p, v[:end])
-        out[start:stop] = o.reshape(stop - start, q_heads, head_dim).to(out.dtype)
-        lse[start:stop] = (lse_c * LOG2E).permute(2, 0, 1).reshape(stop - start, q_heads)
+def _tokens(cache, pages, last, acc):
+    """The keys (or values) of one sequence, [kv_len, kv_heads, d]: its full
+    pages flattened to tokens, then the used part of its last page."""
+    full = cache[pages[:len(pages) - 1]].to(acc).reshape(-1, cache.shape[2], cache.shape[3])
+    return torch.cat([full, cache[pages[-1], :last].to(acc)], dim=0)
 
 
-def reference(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_last_page_len):
-    # q [q_tokens, q_heads, d]; k_cache / v_cache [pool_pages, 64, kv_heads, d]
+def reference(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_last_page_len, sm_scale):
     acc = torch.promote_types(q.dtype, torch.float32)
-    out = torch.empty_like(q)
-    lse = torch.empty(q.shape[0], q.shape[1], dtype=acc, device=q.device)
-    page_size = k_cache.shape[1]
+    q_tokens, q_heads, head_dim = q.shape
+    kv_heads = k_cache.shape[2]
+    group = q_heads // kv_heads
+    out = torch.zeros_like(q)
+    lse = torch.full((q_tokens, q_heads), -math.inf, dtype=acc, device=q.device)
+    qw = q.to(acc)
     qo, kv, last = qo_indptr.tolist(), kv_indptr.tolist(), kv_last_page_len.tolist()
     for b in range(len(qo) - 1):
         pages = kv_indices[kv[b]:kv[b + 1]].long()
-        kv_len = (len(pages) - 1) * page_size + last[b]
-        k = k_cache[pages].flatten(0, 1)[:kv_len]             # [kv_len, kv_heads, d]
-        v = v_cache[pages].flatten(0, 1)[:kv_len]
-        rows = slice(qo[b], qo[b + 1])
-        _causal_attention(q[rows], k, v, out[rows], lse[rows])
+        k = _tokens(k_cache, pages, last[b], acc).permute(1, 0, 2)   # [kv_heads, kv_len, d] (a view)
+        v = _tokens(v_cache, pages, last[b], acc).permute(1, 0, 2)
+        q_len, kv_len = qo[b + 1] - qo[b], k.shape[1]
+        key_pos = torch.arange(kv_len, device=q.device)
+        for c in range(0, q_len, CHUNK):
+            stop = min(c + CHUNK, q_len)
+            rows = slice(qo[b] + c, qo[b] + stop)
+            qc = qw[rows]
+            query_pos = torch.arange(c, stop, device=q.device)[:, None]
+            hidden = key_pos[None, :] > query_pos + kv_len - q_len        # [chunk, kv_len]
+            out_c = torch.zeros((stop - c, q_heads, head_dim), dtype=acc, device=q.device)
+            lse_c = torch.full((stop - c, q_heads), -math.inf, dtype=acc, device=q.device)
+            for h in range(kv_heads):
+                heads = slice(h * group, (h + 1) * group)
+                s = torch.einsum("qhd,kd->qhk", qc[:, heads, :], k[h]) * sm_scale   # [chunk, group, kv_len]
+                s.masked_fill_(hidden[:, None, :], -math.inf)
+                lse_c[:, heads] = torch.logsumexp(s, dim=-1) / math.log(2.0)
+                out_c[:, heads, :] = torch.einsum("qhk,kd->qhd", torch.softmax(s, dim=-1), v[h])
+            lse[rows] = lse_c
+            out[rows] = out_c.to(q.dtype)
     return out, lse
 
 
-def _composition(total, parts, g, device):
-    """`parts` positive integers summing to `total` (uniformly random cut points)."""
-    cuts = torch.randperm(total - 1, generator=g, device=device)[:parts - 1] + 1
-    edges = torch.cat([torch.zeros(1, dtype=torch.long, device=device), cuts.sort().values,
-                       torch.full((1,), total, dtype=torch.long, device=device)])
-    return edges.diff()
+def layout(batch, q_tokens, captured):
+    """(qo_indptr, kv_indptr) as lists, kv in pages: the captured tables, or fixed
+    ones of the same kind (a random composition of q_tokens drawn once from
+    LAYOUT_SEED; as many pages as query tokens per sequence)."""
+    if captured:
+        return list(CAPTURED_QO_INDPTR), list(CAPTURED_KV_INDPTR)
+    gen = torch.Generator().manual_seed(LAYOUT_SEED)
+    cuts = torch.randperm(q_tokens - 1, generator=gen)[:batch - 1].sort().values + 1
+    qo = [0] + cuts.tolist() + [q_tokens]
+    return qo, list(qo)
 
 
-def _indptr(lens):
-    return torch.cat([lens.new_zeros(1), lens.cumsum(0)]).to(torch.int32)
+def attended_pairs(qo, kv):
+    """(query, key) pairs the causal mask lets through (kv_indptr in pages, every
+    last page holding LAST_PAGE_LEN tokens)."""
+    total = 0
+    for b in range(len(qo) - 1):
+        n = qo[b + 1] - qo[b]
+        m = PAGE_SIZE * (kv[b + 1] - kv[b] - 1) + LAST_PAGE_LEN
+        total += n * (m - n) + n * (n + 1) // 2
+    return total
 
 
-def _bounded(total, parts, cap, g, device):
-    """`parts` integers in [1, cap] summing to `total`: 1 each plus the rest
-    spread over random unit cells of a parts x (cap - 1) grid."""
-    cells = torch.randperm(parts * (cap - 1), generator=g, device=device)[:total - parts]
-    return 1 + torch.bincount(cells // (cap - 1), minlength=parts)
-
-
-def make_inputs(batch, kv_pages, kv_tokens, pool_pages, q_heads, kv_heads, head_dim, *, seed, device="cuda"):
-    # q_len = kv_len per sequence; kv_tokens = 64 * (kv_pages - batch) + sum(kv_last_page_len)
-    assert 64 * (kv_pages - batch) + batch <= kv_tokens <= 64 * kv_pages and kv_pages <= pool_pages
+def make_inputs(batch, q_tokens, kv_pages, pool_pages, q_heads, kv_heads, head_dim, captured, kv_tokens=None,
+                pairs=None, *, seed, device="cuda"):
+    qo, kv = layout(batch, q_tokens, captured)
+    assert (len(qo) - 1, qo[-1], kv[-1]) == (batch, q_tokens, kv_pages) and kv_pages <= pool_pages
+    assert kv_tokens is None or kv_tokens == PAGE_SIZE * (kv_pages - batch) + LAST_PAGE_LEN * batch
+    assert pairs is None or pairs == attended_pairs(qo, kv)
     g = torch.Generator(device=device).manual_seed(seed)
-    def draw(*shape):
-        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32).to(torch.bfloat16)
-    q = draw(kv_tokens, q_heads, head_dim)
-    k_cache = draw(pool_pages, PAGE_SIZE, kv_heads, head_dim)
-    v_cache = draw(pool_pages, PAGE_SIZE, kv_heads, head_dim)
-    pages_per_seq = _composition(kv_pages, batch, g, device)
-    last = _bounded(kv_tokens - PAGE_SIZE * (kv_pages - batch), batch, PAGE_SIZE, g, device)
-    kv_lens = PAGE_SIZE * (pages_per_seq - 1) + last
-    kv_indices = torch.randperm(pool_pages, generator=g, device=device)[:kv_pages]
-    return (q, k_cache, v_cache, _indptr(kv_lens), _indptr(pages_per_seq),
-            kv_indices.to(torch.int32), last.to(torch.int32))
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, device=device, dtype=torch.bfloat16)
+    q = randn(q_tokens, q_heads, head_dim)
+    k_cache = randn(pool_pages, PAGE_SIZE, kv_heads, head_dim)
+    v_cache = randn(pool_pages, PAGE_SIZE, kv_heads, head_dim)
+    qo_indptr = torch.tensor(qo, dtype=torch.int32, device=device)
+    kv_indptr = torch.tensor(kv, dtype=torch.int32, device=device)
+    kv_indices = torch.randperm(pool_pages, generator=g, device=device)[:kv_pages].to(torch.int32)
+    kv_last_page_len = torch.full((batch,), LAST_PAGE_LEN, dtype=torch.int32, device=device)
+    return q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_last_page_len, SM_SCALE

@@ -1,71 +1,65 @@
-"""Problem 19: per-head QK-RMSNorm + partial NeoX RoPE + paged KV-cache write.
+"""Problem 19: GLM-4.5 per-head Q/K RMSNorm, partial NeoX RoPE and paged KV-cache
+update (vLLM tests/compile/passes/test_rocm_aiter_qk_norm_rope_kvcache_fusion.py).
 
-The attention prologue of a QK-norm model with partial rotary embeddings
-(Qwen3-Next-like geometry: 16 query heads, 2 KV heads, head dim 256, rotary
-on the first 64 dims): split the fused QKV projection, RMS-normalise every
-q and k head over its head dim with a learned weight, apply NeoX-style
-(rotate-half) RoPE to the first `rotary_dim` dims of q and k, and write k and
-v into paged caches [num_blocks, block_size, kv_heads, head_dim] at
-slot_mapping (slot -1 = padding token, skipped). Returns the rotated queries
-and the two updated caches (updated in place).
+qkv [tokens, (q_heads + 2 kv_heads) * head_dim] splits into q, k, v. q and k
+are RMS-normalised per head (fp32 statistics, eps an input; the normalised
+value is rounded to the weight's dtype before the weight multiplies it), then
+the first rotary_dim channels of every head are rotated NeoX style (halves
+x1, x2) in the activations' dtype with cos / sin rows of cos_sin_cache at each
+token's position. k and v are written to kv_cache[0] / kv_cache[1] at slot
+slot_mapping[t] (block = slot // 16, offset = slot % 16); slot -1 is padding
+and is skipped. Returns q [tokens, q_heads, head_dim] and the updated cache.
 """
 import torch
 
-EPS = 1e-6  # chosen: the catalog does not give it; common for per-head QK norms
+BLOCK_SIZE = 16
 ROPE_BASE = 10000.0
+EPS = 1e-5
 
 
-def _rms_norm(x, weight, acc):
-    x = x.to(acc)
-    inv_rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + EPS)
-    return x * inv_rms * weight.to(acc)
+def _rms_norm(x, weight, eps):
+    wide = x.to(torch.promote_types(x.dtype, torch.float32))
+    normed = wide * torch.rsqrt(wide.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return (normed.to(weight.dtype) * weight).to(x.dtype)
 
 
-def _rope_neox(x, cos, sin):
-    # x [tokens, heads, head_dim]; cos/sin [tokens, rotary_dim / 2]; rotate-half
-    # on the first rotary_dim dims, the rest passes through.
-    half = cos.shape[-1]
-    x1, x2, rest = x[..., :half], x[..., half:2 * half], x[..., 2 * half:]
-    c, s = cos[:, None, :], sin[:, None, :]
-    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s, rest), dim=-1)
+def _rope(x, cos, sin, rotary_dim):
+    x1, x2 = x[..., :rotary_dim].chunk(2, dim=-1)
+    cos, sin = cos.unsqueeze(1).to(x.dtype), sin.unsqueeze(1).to(x.dtype)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., rotary_dim:]), dim=-1)
 
 
-def reference(qkv, q_norm_weight, k_norm_weight, cos_sin_cache, positions,
-              slot_mapping, key_cache, value_cache):
-    _, _, kv_heads, head_dim = key_cache.shape
+def reference(qkv, positions, q_norm_weight, k_norm_weight, cos_sin_cache, slot_mapping, kv_cache, eps):
     tokens = qkv.shape[0]
-    acc = torch.promote_types(qkv.dtype, torch.float32)
+    kv_heads, head_dim = kv_cache.shape[3], kv_cache.shape[4]
     q_heads = qkv.shape[1] // head_dim - 2 * kv_heads
-    q, k, v = qkv.view(tokens, -1, head_dim).split([q_heads, kv_heads, kv_heads], dim=1)
+    q, k, v = qkv.split([q_heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], dim=-1)
+    q = _rms_norm(q.view(tokens, q_heads, head_dim), q_norm_weight, eps)
+    k = _rms_norm(k.view(tokens, kv_heads, head_dim), k_norm_weight, eps)
+    cos, sin = cos_sin_cache.index_select(0, positions.flatten()).chunk(2, dim=-1)
+    rotary_dim = cos_sin_cache.shape[-1]
+    q, k = _rope(q, cos, sin, rotary_dim), _rope(k, cos, sin, rotary_dim)
+    keep = slot_mapping >= 0
+    slots = slot_mapping[keep]
+    block, offset = torch.div(slots, BLOCK_SIZE, rounding_mode="floor"), torch.remainder(slots, BLOCK_SIZE)
+    kv_cache[0, block, offset] = k[keep]
+    kv_cache[1, block, offset] = v.view(tokens, kv_heads, head_dim)[keep]
+    return q, kv_cache
 
-    cos, sin = cos_sin_cache[positions].to(acc).chunk(2, dim=-1)
-    q = _rope_neox(_rms_norm(q, q_norm_weight, acc), cos, sin)
-    k = _rope_neox(_rms_norm(k, k_norm_weight, acc), cos, sin)
 
-    valid = slot_mapping >= 0
-    slots = slot_mapping[valid]
-    key_cache.view(-1, kv_heads, head_dim)[slots] = k[valid].to(key_cache.dtype)
-    value_cache.view(-1, kv_heads, head_dim)[slots] = v[valid].to(value_cache.dtype)
-    return q.to(qkv.dtype), key_cache, value_cache
-
-
-def make_inputs(tokens, q_heads, kv_heads, head_dim, rotary_dim, block_size, num_blocks,
-                max_position, *, seed, device="cuda"):
+def make_inputs(tokens, max_pad, q_heads, kv_heads, head_dim, rotary_dim, blocks, max_position, *, seed,
+                device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
-    def draw(*shape):
-        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    qkv = (2.0 * draw(tokens, (q_heads + 2 * kv_heads) * head_dim)).to(torch.bfloat16)
-    q_norm_weight = (1.0 + 0.1 * draw(head_dim)).to(torch.bfloat16)
-    k_norm_weight = (1.0 + 0.1 * draw(head_dim)).to(torch.bfloat16)
-    inv_freq = ROPE_BASE ** -(torch.arange(0, rotary_dim, 2, device=device, dtype=torch.float32) / rotary_dim)
-    freqs = torch.arange(max_position, device=device, dtype=torch.float32)[:, None] * inv_freq
-    cos_sin_cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1)
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, device=device, dtype=torch.bfloat16)
+    qkv = randn(tokens, (q_heads + 2 * kv_heads) * head_dim)
     positions = torch.randint(0, max_position, (tokens,), generator=g, device=device)
-    num_slots = num_blocks * block_size
-    slot_mapping = torch.randperm(num_slots, generator=g, device=device)[:tokens]
-    padding = torch.rand(tokens, generator=g, device=device) < 0.03
-    slot_mapping = torch.where(padding, torch.full_like(slot_mapping, -1), slot_mapping)
-    key_cache = draw(num_blocks, block_size, kv_heads, head_dim).to(torch.bfloat16)
-    value_cache = draw(num_blocks, block_size, kv_heads, head_dim).to(torch.bfloat16)
-    return (qkv, q_norm_weight, k_norm_weight, cos_sin_cache, positions, slot_mapping,
-            key_cache, value_cache)
+    q_norm_weight, k_norm_weight = randn(head_dim), randn(head_dim)
+    inv_freq = 1.0 / ROPE_BASE ** (torch.arange(0, rotary_dim, 2, device=device, dtype=torch.float32) / rotary_dim)
+    freqs = torch.outer(torch.arange(max_position, device=device, dtype=torch.float32), inv_freq)
+    cos_sin_cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1).to(torch.bfloat16)
+    slot_mapping = torch.randperm(blocks * BLOCK_SIZE, generator=g, device=device)[:tokens]
+    pads = int(torch.randint(1, max_pad + 1, (1,), generator=g, device=device))
+    slot_mapping[tokens - pads:] = -1
+    kv_cache = randn(2, blocks, BLOCK_SIZE, kv_heads, head_dim)
+    return qkv, positions, q_norm_weight, k_norm_weight, cos_sin_cache, slot_mapping, kv_cache, EPS

@@ -1,61 +1,63 @@
-"""Problem 20: MLA q_b projection + RoPE + compressed KV-cache write.
+"""Problem 20: MLA q_b projection, RoPE and compressed paged-cache update (vLLM
+tests/compile/passes/test_mla_rope_kvcache_cat_fusion.py).
 
-The query/KV prologue of DeepSeek-V3 multi-head latent attention at tensor
-parallel 8 (16 local heads): the normalised query latent q_c [tokens, 1536] is
-projected by W_q_b to 16 heads x (128 nope + 64 rope) = 3072; the rope part of
-every head and the shared k_pe are rotated with GPT-J style (interleaved
-pairs) RoPE; the compressed entry [kv_c_normed (512) | rotated k_pe (64)] of
-every token is written into the paged MLA cache [num_blocks, block_size, 576]
-at slot_mapping (-1 = padding, skipped). Returns q and the updated cache.
+qkv_lora [tokens, q_lora_rank + kv_lora_rank + rope_dim] splits into q_c,
+kv_c and k_pe. q = q_c W^T (F.linear, in the activations' dtype) viewed as
+[tokens, heads, 128 + rope_dim]; its rope part and k_pe are rotated NeoX style
+(halves) in the activations' dtype with the cos / sin rows of each token's
+position. Returns q (nope part then rotated part) and kv_cache with
+[kv_c | rotated k_pe] written at slot slot_mapping[t] (block = slot // 16,
+offset = slot % 16; slot -1 skipped).
 """
 import torch
+import torch.nn.functional as F
 
-QK_NOPE_HEAD_DIM = 128  # DeepSeek-V3; the rope dim comes from k_pe
+BLOCK_SIZE = 16
+NOPE_DIM = 128
 ROPE_BASE = 10000.0
+WEIGHT_STD = 0.02
 
 
-def _rope_interleaved(x, cos, sin):
-    # x [..., rope_dim], rotating pairs (x[2i], x[2i+1]) by cos[i], sin[i]
-    x_even, x_odd = x[..., 0::2], x[..., 1::2]
-    out = torch.stack((x_even * cos - x_odd * sin, x_odd * cos + x_even * sin), dim=-1)
-    return out.flatten(-2)
+def _rope(x, cos, sin):
+    x1, x2 = x.chunk(2, dim=-1)
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
-def reference(q_c, w_q_b, kv_c_normed, k_pe, cos_sin_cache, positions, slot_mapping, kv_cache):
-    tokens = q_c.shape[0]
-    rope_dim = k_pe.shape[-1]
-    acc = torch.promote_types(q_c.dtype, torch.float32)
-    # The model's own projection GEMM: bf16 operands, fp32 accumulation, bf16 result.
-    q = (q_c @ w_q_b.T).view(tokens, -1, QK_NOPE_HEAD_DIM + rope_dim)
-    q_nope, q_pe = q.split([QK_NOPE_HEAD_DIM, rope_dim], dim=-1)
-
-    cos, sin = cos_sin_cache[positions].to(acc).chunk(2, dim=-1)   # [tokens, rope_dim / 2]
-    q_pe = _rope_interleaved(q_pe.to(acc), cos[:, None, :], sin[:, None, :])
-    k_pe = _rope_interleaved(k_pe.to(acc), cos, sin)
-    q = torch.cat((q_nope.to(acc), q_pe), dim=-1).to(q_c.dtype)
-
-    valid = slot_mapping >= 0
-    entry = torch.cat((kv_c_normed.to(acc), k_pe), dim=-1)[valid]
-    kv_cache.view(-1, kv_cache.shape[-1])[slot_mapping[valid]] = entry.to(kv_cache.dtype)
+def reference(qkv_lora, q_b_weight, positions, cos_sin_cache, slot_mapping, kv_cache):
+    tokens = qkv_lora.shape[0]
+    rope_dim = cos_sin_cache.shape[-1]
+    kv_lora_rank = kv_cache.shape[-1] - rope_dim
+    q_lora_rank = qkv_lora.shape[1] - kv_cache.shape[-1]
+    q_c, kv_c, k_pe = qkv_lora.split([q_lora_rank, kv_lora_rank, rope_dim], dim=-1)
+    q = F.linear(q_c, q_b_weight).view(tokens, -1, NOPE_DIM + rope_dim)
+    q_nope, q_pe = q.split([NOPE_DIM, rope_dim], dim=-1)
+    cos, sin = cos_sin_cache.index_select(0, positions).chunk(2, dim=-1)
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    q = torch.cat((q_nope, _rope(q_pe, cos, sin)), dim=-1)
+    k_pe = _rope(k_pe.unsqueeze(1), cos, sin).squeeze(1)
+    keep = slot_mapping >= 0
+    slots = slot_mapping[keep]
+    block, offset = torch.div(slots, BLOCK_SIZE, rounding_mode="floor"), torch.remainder(slots, BLOCK_SIZE)
+    kv_cache[block, offset, 0, :kv_lora_rank] = kv_c[keep]
+    kv_cache[block, offset, 0, kv_lora_rank:] = k_pe[keep]
     return q, kv_cache
 
 
-def make_inputs(tokens, heads, q_lora_rank, kv_lora_rank, rope_dim, block_size, num_blocks,
-                max_position, *, seed, device="cuda"):
+def make_inputs(tokens, max_pad, heads, q_lora_rank, kv_lora_rank, nope_dim, rope_dim, blocks, max_position,
+                *, seed, device="cuda"):
+    assert nope_dim == NOPE_DIM
     g = torch.Generator(device=device).manual_seed(seed)
-    def draw(*shape, scale=1.0):
-        return scale * torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    bf16 = torch.bfloat16
-    q_c = draw(tokens, q_lora_rank).to(bf16)
-    w_q_b = draw(heads * (QK_NOPE_HEAD_DIM + rope_dim), q_lora_rank, scale=q_lora_rank ** -0.5).to(bf16)
-    kv_c_normed = draw(tokens, kv_lora_rank).to(bf16)
-    k_pe = draw(tokens, rope_dim).to(bf16)
-    inv_freq = ROPE_BASE ** -(torch.arange(0, rope_dim, 2, device=device, dtype=torch.float32) / rope_dim)
-    freqs = torch.arange(max_position, device=device, dtype=torch.float32)[:, None] * inv_freq
-    cos_sin_cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1)
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, device=device, dtype=torch.bfloat16)
+    qkv_lora = randn(tokens, q_lora_rank + kv_lora_rank + rope_dim)
+    q_b_weight = randn(heads * (nope_dim + rope_dim), q_lora_rank) * WEIGHT_STD
     positions = torch.randint(0, max_position, (tokens,), generator=g, device=device)
-    slot_mapping = torch.randperm(num_blocks * block_size, generator=g, device=device)[:tokens]
-    padding = torch.rand(tokens, generator=g, device=device) < 0.03
-    slot_mapping = torch.where(padding, torch.full_like(slot_mapping, -1), slot_mapping)
-    kv_cache = draw(num_blocks, block_size, kv_lora_rank + rope_dim).to(bf16)
-    return q_c, w_q_b, kv_c_normed, k_pe, cos_sin_cache, positions, slot_mapping, kv_cache
+    inv_freq = 1.0 / ROPE_BASE ** (torch.arange(0, rope_dim, 2, device=device, dtype=torch.float32) / rope_dim)
+    freqs = torch.outer(torch.arange(max_position, device=device, dtype=torch.float32), inv_freq)
+    cos_sin_cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1).to(torch.bfloat16)
+    slot_mapping = torch.randperm(blocks * BLOCK_SIZE, generator=g, device=device)[:tokens]
+    pads = int(torch.randint(1, max_pad + 1, (1,), generator=g, device=device))
+    slot_mapping[tokens - pads:] = -1
+    kv_cache = randn(blocks, BLOCK_SIZE, 1, kv_lora_rank + rope_dim)
+    return qkv_lora, q_b_weight, positions, cos_sin_cache, slot_mapping, kv_cache

@@ -1,61 +1,50 @@
-"""Problem 21: per-(token, head) dynamic FP8 quantisation + KV-cache append.
+"""Problem 21: per-(token, head) dynamic FP8 quantisation and paged KV-cache
+append (vLLM tests/quantization/test_per_token_kv_cache.py,
+triton_reshape_and_cache_flash).
 
-Every new key and value head vector (head_dim elements) gets its own scale
-amax / 448 and is quantised to FP8 E4M3; the uint8-packed vectors go into
-paged caches [num_blocks, block_size, kv_heads, head_dim] and the fp32 scales
-into scale caches [num_blocks, block_size, kv_heads], at slot_mapping
-(-1 = padding, skipped). Returns the four updated caches (in place).
+Each [head_dim] vector x of key and value gets scale = max(amax|x| / 448,
+1e-6) and codes e4m3(clamp(x * (1 / scale), -448, 448)). The codes (as bytes)
+go to key_cache / value_cache [blocks, 16, heads, head_dim] and the scales to
+k_scale_cache / v_scale_cache [blocks, 16, heads] at slot slot_mapping[t]
+(block = slot // 16, offset = slot % 16); slot -1 is padding and skipped. The
+four caches are updated in place and returned.
 """
 import torch
 
-FP8_MAX = 448.0        # largest finite float8_e4m3fn
-MIN_AMAX = 1e-12       # guards an all-zero head vector
+BLOCK_SIZE = 16
+FP8_MAX = 448.0
 
 
 def _quantize(x):
-    """[tokens, heads, head_dim] -> (uint8 e4m3 codes, scales [tokens, heads])."""
-    acc = torch.promote_types(x.dtype, torch.float32)
-    x = x.to(acc)
-    scale = x.abs().amax(dim=-1, keepdim=True).clamp(min=MIN_AMAX) / FP8_MAX
-    codes = (x / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
-    return codes, scale.squeeze(-1)
+    wide = x.to(torch.promote_types(x.dtype, torch.float32))
+    scale = (wide.abs().amax(dim=-1) / FP8_MAX).clamp(min=1e-6)
+    codes = (wide * (1.0 / scale.unsqueeze(-1))).clamp(-FP8_MAX, FP8_MAX)
+    return codes.to(torch.float32).to(torch.float8_e4m3fn), scale
 
 
-def reference(key, value, slot_mapping, key_cache, value_cache, key_scale_cache, value_scale_cache):
-    _, _, heads, head_dim = key_cache.shape
-    valid = slot_mapping >= 0
-    slots = slot_mapping[valid]
-    for x, cache, scale_cache in ((key, key_cache, key_scale_cache),
-                                  (value, value_cache, value_scale_cache)):
-        codes, scale = _quantize(x[valid])
-        cache.view(-1, heads, head_dim)[slots] = codes
-        scale_cache.view(-1, heads)[slots] = scale.to(scale_cache.dtype)
-    return key_cache, value_cache, key_scale_cache, value_scale_cache
+def reference(key, value, slot_mapping, key_cache, value_cache, k_scale_cache, v_scale_cache):
+    keep = slot_mapping >= 0
+    slots = slot_mapping[keep]
+    block, offset = torch.div(slots, BLOCK_SIZE, rounding_mode="floor"), torch.remainder(slots, BLOCK_SIZE)
+    k_codes, k_scale = _quantize(key)
+    v_codes, v_scale = _quantize(value)
+    key_cache[block, offset] = k_codes[keep].view(torch.uint8)
+    value_cache[block, offset] = v_codes[keep].view(torch.uint8)
+    k_scale_cache[block, offset] = k_scale[keep]
+    v_scale_cache[block, offset] = v_scale[keep]
+    return key_cache, value_cache, k_scale_cache, v_scale_cache
 
 
-def _draw_exact(tokens, heads, head_dim, g, device):
-    """bf16 vectors whose quantisation is exact: e4m3 grid values with one
-    +-448 per vector, times a power-of-two scale in [2^-9, 2^-4]."""
-    codes = (112.0 * torch.randn(tokens, heads, head_dim, generator=g, device=device))
-    codes = codes.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).to(torch.float32)
-    peak = torch.randint(0, head_dim, (tokens, heads, 1), generator=g, device=device)
-    sign = torch.randint(0, 2, (tokens, heads, 1), generator=g, device=device) * 2.0 - 1.0
-    codes.scatter_(-1, peak, sign * FP8_MAX)
-    exponent = torch.randint(4, 10, (tokens, heads, 1), generator=g, device=device)
-    return (codes * torch.pow(2.0, -exponent.to(torch.float32))).to(torch.bfloat16)
-
-
-def make_inputs(tokens, kv_heads, head_dim, block_size, num_blocks, *, seed, device="cuda"):
+def make_inputs(tokens, max_pad, heads, head_dim, blocks, *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
-    key = _draw_exact(tokens, kv_heads, head_dim, g, device)
-    value = _draw_exact(tokens, kv_heads, head_dim, g, device)
-    slot_mapping = torch.randperm(num_blocks * block_size, generator=g, device=device)[:tokens]
-    padding = torch.rand(tokens, generator=g, device=device) < 0.03
-    slot_mapping = torch.where(padding, torch.full_like(slot_mapping, -1), slot_mapping)
-    cache_shape = (num_blocks, block_size, kv_heads, head_dim)
-    key_cache = torch.randint(0, 256, cache_shape, generator=g, device=device, dtype=torch.uint8)
-    value_cache = torch.randint(0, 256, cache_shape, generator=g, device=device, dtype=torch.uint8)
-    scale_shape = (num_blocks, block_size, kv_heads)
-    key_scale_cache = 0.5 + torch.rand(scale_shape, generator=g, device=device)
-    value_scale_cache = 0.5 + torch.rand(scale_shape, generator=g, device=device)
-    return key, value, slot_mapping, key_cache, value_cache, key_scale_cache, value_scale_cache
+    key = torch.randn(tokens, heads, head_dim, generator=g, device=device, dtype=torch.bfloat16)
+    value = torch.randn(tokens, heads, head_dim, generator=g, device=device, dtype=torch.bfloat16)
+    slot_mapping = torch.randperm(blocks * BLOCK_SIZE, generator=g, device=device)[:tokens]
+    pads = int(torch.randint(1, max_pad + 1, (1,), generator=g, device=device))
+    slot_mapping[tokens - pads:] = -1
+    shape = (blocks, BLOCK_SIZE, heads, head_dim)
+    key_cache = torch.randint(0, 256, shape, generator=g, device=device, dtype=torch.uint8)
+    value_cache = torch.randint(0, 256, shape, generator=g, device=device, dtype=torch.uint8)
+    k_scale_cache = torch.rand(shape[:3], generator=g, device=device) + 0.5
+    v_scale_cache = torch.rand(shape[:3], generator=g, device=device) + 0.5
+    return key, value, slot_mapping, key_cache, value_cache, k_scale_cache, v_scale_cache

@@ -1,71 +1,55 @@
-"""Problem 24: context gather of mixed-format 656-byte MLA entries into bf16.
+"""Problem 24: context-parallel paged gather with mixed-layout FP8 / bf16
+up-conversion (vLLM cp_gather_and_upconvert_fp8_kv_cache,
+tests/kernels/test_cp_gather_fp8.py).
 
-DeepSeek-V3.2-style FP8 MLA cache: every token's entry is 656 bytes,
-  bytes   0..511  512 latent values as e4m3 codes,
-  bytes 512..527  4 fp32 scales, one per 128 latent values,
-  bytes 528..655  64 rope values in bf16.
-For each sequence b, its seq_lens[b] tokens are read through block_table[b]
-(token t sits in block block_table[b, t // block_size] at offset
-t % block_size), up-converted to bf16 [latent * scale | rope] (576 values) and
-written to rows workspace_starts[b] .. + seq_lens[b] - 1 of the workspace.
+Each cache entry is 656 bytes: 512 e4m3 values, four fp32 scales (one per
+128 values), then 64 bf16 rope values. Request r's token p lives in block
+block_table[r, p // 64] at offset p % 64. The output stacks every request's
+tokens, in order, as bf16 [sum(seq_lens), 576]: each 128-value group of the
+nope part dequantised in fp32 (value * its scale) and rounded to bf16, then
+the rope part as stored.
 """
+import math
+
 import torch
 
-LATENT = 512
-SCALE_GROUP = 128
-ROPE = 64
-ENTRY_BYTES = LATENT + 4 * (LATENT // SCALE_GROUP) + 2 * ROPE  # 656
+NOPE, ROPE, GROUP = 512, 64, 128
+ENTRY_BYTES = NOPE + 4 * (NOPE // GROUP) + 2 * ROPE   # 656
+BLOCK_SIZE = 64
 
 
-def reference(kv_cache, block_table, seq_lens, workspace_starts):
-    block_size = kv_cache.shape[1]
-    lens = seq_lens.long()
-    starts = workspace_starts.long()
-    total = int((starts + lens).max())
-    batch = lens.shape[0]
-    seq = torch.repeat_interleave(torch.arange(batch, device=kv_cache.device), lens)
-    pos = torch.arange(seq.shape[0], device=kv_cache.device) - torch.repeat_interleave(
-        torch.cumsum(lens, 0) - lens, lens)                                   # position in sequence
-    block = block_table[seq, pos // block_size].long()
-    entries = kv_cache.view(-1, ENTRY_BYTES)[block * block_size + pos % block_size]
-
-    latent = entries[:, :LATENT].view(torch.float8_e4m3fn).to(torch.float32)
-    scales = entries[:, LATENT:LATENT + 16].contiguous().view(torch.float32)   # [n, 4]
-    latent = latent * scales.repeat_interleave(SCALE_GROUP, dim=1)
-    rope = entries[:, LATENT + 16:].contiguous().view(torch.bfloat16)           # [n, 64]
-
-    out = torch.empty(total, LATENT + ROPE, device=kv_cache.device, dtype=torch.bfloat16)
-    rows = starts[seq] + pos
-    out[rows] = torch.cat((latent.to(torch.bfloat16), rope), dim=-1)
-    return out
+def reference(cache, block_table, seq_lens):
+    parts = []
+    for r, length in enumerate(seq_lens.tolist()):
+        pos = torch.arange(length, device=cache.device)
+        block = block_table[r, torch.div(pos, BLOCK_SIZE, rounding_mode="floor")].long()
+        entry = cache[block, torch.remainder(pos, BLOCK_SIZE)]
+        values = entry[:, :NOPE].contiguous().view(torch.float8_e4m3fn)
+        scales = entry[:, NOPE:NOPE + 16].contiguous().view(torch.float32)
+        nope = [(values[:, i * GROUP:(i + 1) * GROUP].float() * scales[:, i:i + 1]).to(torch.bfloat16)
+                for i in range(NOPE // GROUP)]
+        rope = entry[:, NOPE + 16:].contiguous().view(torch.bfloat16)
+        parts.append(torch.cat((torch.cat(nope, dim=-1), rope), dim=-1))
+    return torch.cat(parts, dim=0)
 
 
-def _entries(n, g, device):
-    """n valid 656-byte entries: per-128 scales amax / 448, e4m3 codes, bf16 rope."""
-    latent = torch.randn(n, LATENT // SCALE_GROUP, SCALE_GROUP, generator=g, device=device)
-    latent = latent * torch.exp(torch.randn(n, LATENT // SCALE_GROUP, 1, generator=g, device=device) * 0.25)
-    scales = latent.abs().amax(dim=-1, keepdim=True) / 448.0
-    codes = (latent / scales).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).view(torch.uint8)
-    rope = torch.randn(n, ROPE, generator=g, device=device).to(torch.bfloat16)
-    return torch.cat((codes.reshape(n, LATENT),
-                      scales.reshape(n, -1).contiguous().view(torch.uint8),
-                      rope.view(torch.uint8)), dim=-1)
-
-
-def make_inputs(tokens, batch, block_size, num_blocks, *, seed, device="cuda"):
+def make_inputs(requests, tokens, blocks, *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
-    kv_cache = _entries(num_blocks * block_size, g, device).view(num_blocks, block_size, ENTRY_BYTES)
-    # Split `tokens` into `batch` sequences (each >= 1, skewed); the table width is the
-    # longest sequence's block count, so it changes from draw to draw.
-    weights = torch.rand(batch, generator=g, device=device) ** 2 + 0.05
-    extra = torch.multinomial(weights, tokens - batch, replacement=True, generator=g)
-    seq_lens = (1 + torch.bincount(extra, minlength=batch)).to(torch.int32)
-    workspace_starts = (torch.cumsum(seq_lens, 0) - seq_lens).to(torch.int32)
-    blocks_needed = (seq_lens + block_size - 1) // block_size
-    width = int(blocks_needed.max())
-    block_table = torch.randint(0, num_blocks, (batch, width), generator=g, device=device,
-                                dtype=torch.int32)
-    pool = torch.randperm(num_blocks, generator=g, device=device).to(torch.int32)
-    used = torch.arange(width, device=device) < blocks_needed[:, None]
-    block_table[used] = pool[:int(blocks_needed.sum())]
-    return kv_cache, block_table, seq_lens, workspace_starts
+    cuts = torch.randperm(tokens - 1, generator=g, device=device)[:requests - 1].sort().values + 1
+    lengths = torch.cat([cuts.new_zeros(1), cuts, cuts.new_full((1,), tokens)]).diff().tolist()
+    per_request = [math.ceil(n / BLOCK_SIZE) for n in lengths]
+    assert sum(per_request) <= blocks
+    block_table = torch.zeros(requests, max(per_request), dtype=torch.int32, device=device)
+    order = torch.randperm(blocks, generator=g, device=device).to(torch.int32)
+    used = 0
+    for r, n in enumerate(per_request):
+        block_table[r, :n] = order[used:used + n]
+        used += n
+    cache = torch.zeros(blocks, BLOCK_SIZE, ENTRY_BYTES, dtype=torch.uint8, device=device)
+    flat = cache.view(-1, ENTRY_BYTES)
+    rows = flat.shape[0]
+    flat[:, :NOPE] = torch.randn(rows, NOPE, generator=g, device=device).to(torch.float8_e4m3fn).view(torch.uint8)
+    scales = torch.rand(rows, NOPE // GROUP, generator=g, device=device) * 2.0 + 0.1
+    flat[:, NOPE:NOPE + 16] = scales.view(torch.uint8)
+    flat[:, NOPE + 16:] = torch.randn(rows, ROPE, generator=g, device=device, dtype=torch.bfloat16).view(torch.uint8)
+    return cache, block_table, torch.tensor(lengths, dtype=torch.int32, device=device)

@@ -1,84 +1,81 @@
-"""Problem 26: hybrid KV-cache-group block-table writes + slot mapping.
+"""Problem 26: staged block-table writes of a hybrid model's three KV-cache
+groups, then the slot mapping of every scheduled token (vLLM
+v1/worker/gpu/block_table.py BlockTables, test_block_tables_apply_staged_writes_fuses_kv_groups).
 
-One scheduler step of a hybrid model whose layers form two KV-cache groups
-with different block sizes (full attention: 16 tokens per block; linear /
-sliding-window layers: 64). Per group g and request r:
-  1. block-table append: the request's num_new_blocks[g, r] new block ids are
-     written into row r of block_tables[g], after its num_blocks[g, r] current
-     blocks, or from column 0 when is_new_request[r] (a new request reuses the
-     row; its stale contents stay behind); the new counts are returned.
-  2. slot mapping: every scheduled token (request r owns tokens
-     query_start_loc[r] .. query_start_loc[r + 1] - 1, at `positions`) gets
-     slot = block_tables[g, r, pos // block_size] * block_size + pos % block_size.
-Returns the block tables (updated in place), the new per-row block counts
-and the int64 slot mapping. The counts come back as a fresh tensor and
-num_blocks itself is left alone, so that running the step twice on the same
-inputs writes the same entries (the grader's float64 anchor run shares
-integer inputs with the candidate).
+Groups 0, 1, 2 allocate blocks of 16, 32 and 8 tokens; the attention kernels
+address 16, 16 and 8 tokens, so every allocated id i of group 1 becomes the two
+kernel blocks 2i, 2i+1. The staged writes are applied in order, group by group:
+write w puts the first staged_counts[g, w] ids of staged_ids[g, w] (expanded)
+into row write_requests[w] of block_table_g, at column 0 when overwrite[w]
+(a new request) or else after the row's current num_blocks[g, request], and sets
+num_blocks[g, request] to the end of what it wrote. Later writes to the same
+row see earlier ones.
+
+Then batch entry i is request idx_mapping[i] with the tokens
+query_start_loc[i] : query_start_loc[i + 1]; a token at position p gets, per
+group, slot = table[request, p // kernel_block] * kernel_block + p % kernel_block.
+Tokens past the last request keep -1. The three tables and num_blocks are
+updated in place and returned with the int64 slot mappings [3, tokens].
 """
 import torch
 
-BLOCK_SIZES = (16, 64)  # tokens per block of KV-cache group 0 and 1
+BLOCK_SIZES = (16, 32, 8)
+KERNEL_BLOCK_SIZES = (16, 16, 8)
+TABLE_WIDTHS = (512, 1024, 512)
+STAGE = 4          # ids per staged write
+ID_RANGE = 2048    # block ids and stale table entries are drawn below this
 
 
-def reference(block_tables, num_blocks, new_block_ids, num_new_blocks, is_new_request,
-              query_start_loc, positions):
-    device = block_tables.device
-    reqs = block_tables.shape[1]
-    # 1. Append the new block ids.
-    start = torch.where(is_new_request, torch.zeros_like(num_blocks), num_blocks)   # [groups, reqs]
-    j = torch.arange(new_block_ids.shape[-1], device=device)
-    write = j < num_new_blocks[..., None]                                            # [groups, reqs, new]
-    group, req, _ = write.nonzero(as_tuple=True)
-    column = (start[..., None] + j)[write].long()
-    block_tables[group, req, column] = new_block_ids[write]
-    num_blocks_after = start + num_new_blocks
+def _apply_writes(table, num_blocks, group, write_requests, overwrite, staged_ids, staged_counts):
+    expand = BLOCK_SIZES[group] // KERNEL_BLOCK_SIZES[group]
+    for w, (req, count, fresh) in enumerate(zip(write_requests.tolist(), staged_counts[group].tolist(),
+                                                overwrite.tolist())):
+        ids = staged_ids[group, w, :count].long()
+        if expand > 1:
+            ids = (ids[:, None] * expand + torch.arange(expand, device=table.device)).reshape(-1)
+        start = 0 if fresh else int(num_blocks[group, req])
+        table[req, start:start + ids.numel()] = ids.to(table.dtype)
+        num_blocks[group, req] = start + ids.numel()
 
-    # 2. Slot mapping of every scheduled token, per group.
+
+def reference(block_table_0, block_table_1, block_table_2, num_blocks, write_requests, overwrite,
+              staged_ids, staged_counts, idx_mapping, query_start_loc, positions):
+    tables = (block_table_0, block_table_1, block_table_2)
+    for group, table in enumerate(tables):
+        _apply_writes(table, num_blocks, group, write_requests, overwrite, staged_ids, staged_counts)
     tokens = positions.shape[0]
-    counts = (query_start_loc[1:] - query_start_loc[:-1]).long()
-    token_req = torch.repeat_interleave(torch.arange(reqs, device=device), counts, output_size=tokens)
-    slots = []
-    for g, block_size in enumerate(BLOCK_SIZES):
-        block = block_tables[g, token_req, positions // block_size].long()
-        slots.append(block * block_size + positions % block_size)
-    return block_tables, num_blocks_after, torch.stack(slots)
+    slots = torch.full((len(tables), tokens), -1, dtype=torch.int64, device=positions.device)
+    bounds = query_start_loc.tolist()
+    for i, req in enumerate(idx_mapping.tolist()):
+        pos = positions[bounds[i]:bounds[i + 1]].long()
+        for group, table in enumerate(tables):
+            size = KERNEL_BLOCK_SIZES[group]
+            block = table[req, torch.div(pos, size, rounding_mode="floor")].long()
+            slots[group, bounds[i]:bounds[i + 1]] = block * size + torch.remainder(pos, size)
+    return block_table_0, block_table_1, block_table_2, num_blocks, slots
 
 
-def make_inputs(reqs, tokens, max_blocks, pool_blocks, *, seed, device="cuda"):
+def make_inputs(reqs, tokens, writes, *, seed, device="cuda"):
+    assert writes % reqs == 0
     g = torch.Generator(device=device).manual_seed(seed)
-    i32 = torch.int32
-    groups = len(BLOCK_SIZES)
-    capacity = max_blocks * min(BLOCK_SIZES)          # longest sequence a row can hold
-    # Scheduled tokens per request (each >= 1, a few long prefill chunks, many decodes).
-    weights = torch.rand(reqs, generator=g, device=device) ** 8 + 1e-3
-    extra = torch.multinomial(weights, tokens - reqs, replacement=True, generator=g)
-    query_lens = (1 + torch.bincount(extra, minlength=reqs)).clamp(max=capacity)
-    query_lens[-1] += tokens - int(query_lens.sum())  # keep the total exact
-    is_new_request = torch.rand(reqs, generator=g, device=device) < 0.25
-    room = (capacity - query_lens).clamp(min=0)
-    context = (torch.rand(reqs, generator=g, device=device) * (room + 1)).long().clamp(max=room)
-    context = torch.where(is_new_request, torch.zeros_like(context), context)
-    seq_lens = context + query_lens
-
-    query_start_loc = torch.zeros(reqs + 1, device=device, dtype=i32)
-    query_start_loc[1:] = torch.cumsum(query_lens, 0)
-    token_req = torch.repeat_interleave(torch.arange(reqs, device=device), query_lens, output_size=tokens)
-    positions = context[token_req] + torch.arange(tokens, device=device) - (query_start_loc[:-1].long())[token_req]
-
-    sizes = torch.tensor(BLOCK_SIZES, device=device)[:, None]
-    have = (context[None, :] + sizes - 1) // sizes                     # [groups, reqs]
-    need = (seq_lens[None, :] + sizes - 1) // sizes
-    num_new_blocks = (need - have).to(i32)
-    # Stale counts for rows that a new request takes over; true counts otherwise.
-    stale = torch.randint(0, max_blocks + 1, (groups, reqs), generator=g, device=device)
-    num_blocks = torch.where(is_new_request, stale, have).to(i32)
-    block_tables = torch.randint(0, pool_blocks, (groups, reqs, max_blocks), generator=g,
-                                 device=device, dtype=i32)
-    width = max(int(num_new_blocks.max()), 1)
-    new_block_ids = torch.randint(0, pool_blocks, (groups, reqs, width), generator=g,
-                                  device=device, dtype=i32)
-    pad = torch.arange(width, device=device) >= num_new_blocks[..., None]
-    new_block_ids[pad] = -1
-    return (block_tables, num_blocks, new_block_ids, num_new_blocks, is_new_request,
-            query_start_loc, positions)
+    def randint(high, shape, dtype=torch.int32):
+        return torch.randint(0, high, shape, generator=g, device=device, dtype=dtype)
+    tables = [randint(ID_RANGE, (reqs, width)) for width in TABLE_WIDTHS]
+    num_blocks = torch.zeros(3, reqs, dtype=torch.int32, device=device)
+    # every request is written writes / reqs times, in random order per round
+    write_requests = torch.cat([torch.randperm(reqs, generator=g, device=device)
+                                for _ in range(writes // reqs)]).to(torch.int32)
+    overwrite = randint(2, (writes,), torch.bool)
+    staged_counts = randint(STAGE + 1, (3, writes))
+    staged_ids = torch.full((3, writes, STAGE), -1, dtype=torch.int32, device=device)
+    fill = torch.arange(STAGE, device=device)[None, None, :] < staged_counts[:, :, None]
+    staged_ids[fill] = randint(ID_RANGE, staged_ids.shape)[fill]
+    idx_mapping = torch.randperm(reqs, generator=g, device=device).to(torch.int32)
+    lengths = randint(tokens // reqs + 1, (reqs,), torch.int64)
+    ends = lengths.cumsum(0).clamp_(max=tokens)
+    query_start_loc = torch.cat([ends.new_zeros(1), ends]).to(torch.int32)
+    # positions stay inside what the staged writes can cover: rounds * STAGE * smallest block
+    max_position = writes // reqs * STAGE * min(BLOCK_SIZES)
+    positions = randint(max_position, (tokens,), torch.int64)
+    return (tables[0], tables[1], tables[2], num_blocks, write_requests, overwrite, staged_ids,
+            staged_counts, idx_mapping, query_start_loc, positions)

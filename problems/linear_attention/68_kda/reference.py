@@ -1,56 +1,49 @@
-"""Problem 68: KDA (Kimi Delta Attention), recurrent form.
+"""Problem 68: KDA (Kimi Delta Attention), recurrent form
+(flash-linear-attention fla/ops/kda/naive.py naive_recurrent_kda).
 
-A gated delta rule with a per-channel (diagonal) decay. Per head, state
-S [head_dim_k, head_dim_v]:
+A gated delta rule with a per-key-channel decay. Per batch and value head, a
+state S [key_dim, value_dim]:
 
-    S_t = (I - beta_t k_t k_t^T) Diag(exp(g_t)) S_{t-1} + beta_t k_t v_t^T
-    o_t = S_t^T q_t * head_dim^-1/2
+    S <- Diag(exp(g_t)) S
+    S <- S + (beta_t k_t) (v_t - S^T k_t)^T        o_t = S^T q_t
 
-with q and k L2-normalised per head. Written as the plain per-token recurrence
-(a Python loop over time, all batch elements and heads at once).
+with q, k L2-normalised (F.normalize), q scaled by key_dim^-1/2, and the
+q/k heads repeated over the v_heads / heads value heads of a group. Inputs
+[batch, seq, heads, dim], g a bf16 log-decay; one token at a time (a Python
+loop), all heads at once.
 """
 import torch
+import torch.nn.functional as F
 
-L2_EPS = 1e-6
-
-
-def _l2norm(x):
-    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + L2_EPS)
+GATE_NORMALIZER = 16.0   # g = logsigmoid(N(0,1)) / 16
 
 
 def reference(q, k, v, g, beta):
-    acc = torch.promote_types(q.dtype, torch.float32)
+    acc = torch.promote_types(v.dtype, torch.float32)
     out_dtype = v.dtype
-    batch, seq, heads, dk = q.shape
-    dv = v.shape[-1]
-    q = _l2norm(q.to(acc)) * dk ** -0.5
-    k = _l2norm(k.to(acc))
-    v = v.to(acc)
-    decay = torch.exp(g.to(acc))                                      # [b, l, H, K] in (0, 1]
-    beta = beta.to(acc)
-
-    S = torch.zeros(batch, heads, dk, dv, dtype=acc, device=q.device)
-    out = []
+    batch, seq, heads, key_dim = q.shape
+    v_heads, value_dim = v.shape[2], v.shape[-1]
+    q, k, v, g, beta = (x.to(acc) for x in (q, k, v, g, beta))
+    q = F.normalize(q, p=2, dim=-1).repeat_interleave(v_heads // heads, dim=2) * key_dim ** -0.5
+    k = F.normalize(k, p=2, dim=-1).repeat_interleave(v_heads // heads, dim=2)
+    S = k.new_zeros(batch, v_heads, key_dim, value_dim).to(q)
+    o = torch.zeros_like(v)
     for t in range(seq):
         kt = k[:, t]
-        S = S * decay[:, t, :, :, None]                               # per-key-channel decay
-        pred = torch.einsum("bhk,bhkv->bhv", kt, S)                  # what S recalls for k_t
-        u = beta[:, t, :, None] * (v[:, t] - pred)                   # delta-rule correction
-        S = S + kt[..., None] * u[..., None, :]
-        out.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))
-    return torch.stack(out, dim=1).to(out_dtype)
+        S = S * g[:, t][..., None].exp()
+        correction = v[:, t] - (kt[..., None] * S).sum(-2)
+        S = S + torch.einsum("b h k, b h v -> b h k v", beta[:, t][..., None] * kt, correction)
+        o[:, t] = torch.einsum("b h k, b h k v -> b h v", q[:, t], S)
+    return o.to(out_dtype)
 
 
-def make_inputs(batch, seq, heads, head_dim, *, seed, device="cuda"):
+def make_inputs(batch, seq, heads, v_heads, head_dim, *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
-    def randn(*shape):
-        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    def rand(*shape):
-        return torch.rand(*shape, generator=g, device=device, dtype=torch.float32)
-    bf16 = torch.bfloat16
-    q = randn(batch, seq, heads, head_dim).to(bf16)
-    k = randn(batch, seq, heads, head_dim).to(bf16)
-    v = randn(batch, seq, heads, head_dim).to(bf16)
-    gate = torch.log(0.9 + 0.1 * rand(batch, seq, heads, head_dim))  # per-channel decay in [0.9, 1)
-    beta = torch.sigmoid(randn(batch, seq, heads)).to(bf16)
+    def randn(*shape, dtype=torch.bfloat16):
+        return torch.randn(*shape, generator=g, device=device, dtype=dtype)
+    q = randn(batch, seq, heads, head_dim)
+    k = randn(batch, seq, heads, head_dim)
+    v = randn(batch, seq, v_heads, head_dim)
+    gate = (F.logsigmoid(randn(batch, seq, v_heads, head_dim, dtype=torch.float32)) / GATE_NORMALIZER).to(torch.bfloat16)
+    beta = randn(batch, seq, v_heads).sigmoid()
     return q, k, v, gate, beta

@@ -1,44 +1,40 @@
-"""Problem 69: GLA (gated linear attention), recurrent form.
+"""Problem 69: GLA (gated linear attention), recurrent form
+(flash-linear-attention fla/ops/gla/naive.py naive_recurrent_gla).
 
-Per head, state S [head_dim_k, head_dim_v], data-dependent per-key-channel
-decay exp(gk_t):
+Per batch and head, a state h [key_dim, value_dim] with a data-dependent decay
+per key channel, exp(gk_t) (gk is a log-decay, bf16):
 
-    S_t = Diag(exp(gk_t)) S_{t-1} + k_t v_t^T
-    o_t = S_t^T q_t * head_dim_k^-1/2
+    h <- Diag(exp(gk_t)) h + k_t v_t^T        o_t = h^T (q_t key_dim^-1/2)
 
-Written as the plain per-token recurrence (a Python loop over time, all batch
-elements and heads at once).
+Inputs [batch, seq, heads, dim]; the recurrence runs on [batch, heads, seq,
+dim] views, one token at a time (a Python loop), all heads at once.
 """
 import torch
+import torch.nn.functional as F
+
+GATE_NORMALIZER = 16.0   # gk = logsigmoid(N(0,1)) / 16
 
 
 def reference(q, k, v, gk):
     acc = torch.promote_types(q.dtype, torch.float32)
-    out_dtype = v.dtype
-    batch, seq, heads, dk = q.shape
-    dv = v.shape[-1]
-    q = q.to(acc) * dk ** -0.5
-    k = k.to(acc)
-    v = v.to(acc)
-    decay = torch.exp(gk.to(acc))                                     # [b, l, H, K] in (0, 1)
-
-    S = torch.zeros(batch, heads, dk, dv, dtype=acc, device=q.device)
-    out = []
+    out_dtype = q.dtype
+    q, k, v, gk = (x.transpose(1, 2).to(acc) for x in (q, k, v, gk))
+    batch, heads, seq, key_dim = q.shape
+    scale = key_dim ** -0.5
+    o = torch.zeros_like(v)
+    h = q.new_zeros(batch, heads, key_dim, v.shape[-1], dtype=acc)
     for t in range(seq):
-        S = S * decay[:, t, :, :, None] + k[:, t, :, :, None] * v[:, t, :, None, :]
-        out.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))
-    return torch.stack(out, dim=1).to(out_dtype)
+        h = h * gk[:, :, t].exp()[..., None] + k[:, :, t, :, None] * v[:, :, t, None, :]
+        o[:, :, t] = ((q[:, :, t] * scale)[..., None] * h).sum(-2)
+    return o.transpose(1, 2).to(out_dtype)
 
 
-def make_inputs(batch, seq, heads, head_k, head_v, *, seed, device="cuda"):
+def make_inputs(batch, seq, heads, key_dim, value_dim, *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
-    def randn(*shape):
-        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    def rand(*shape):
-        return torch.rand(*shape, generator=g, device=device, dtype=torch.float32)
-    bf16 = torch.bfloat16
-    q = randn(batch, seq, heads, head_k).to(bf16)
-    k = randn(batch, seq, heads, head_k).to(bf16)
-    v = (0.4 * randn(batch, seq, heads, head_v)).to(bf16)           # keeps outputs O(1)
-    gk = torch.log(0.9 + 0.09 * rand(batch, seq, heads, head_k))      # decay in [0.9, 0.99)
+    def randn(*shape, dtype=torch.bfloat16):
+        return torch.randn(*shape, generator=g, device=device, dtype=dtype)
+    q = randn(batch, seq, heads, key_dim)
+    k = randn(batch, seq, heads, key_dim)
+    v = randn(batch, seq, heads, value_dim)
+    gk = (F.logsigmoid(randn(batch, seq, heads, key_dim, dtype=torch.float32)) / GATE_NORMALIZER).to(torch.bfloat16)
     return q, k, v, gk

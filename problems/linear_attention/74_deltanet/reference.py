@@ -1,51 +1,45 @@
-"""Problem 74: DeltaNet (delta-rule linear attention), recurrent form.
+"""Problem 74: DeltaNet (delta-rule linear attention), recurrent form
+(flash-linear-attention fla/ops/delta_rule/naive.py delta_rule_recurrence).
 
-Per head, state S [head_dim_k, head_dim_v], no decay:
+Per batch and head, a state S [key_dim, value_dim] starts at initial_state and
+takes one rank-one correction per token, without decay:
 
-    S_t = S_{t-1} + beta_t k_t (v_t - S_{t-1}^T k_t)^T
-    o_t = S_t^T q_t * head_dim^-1/2
+    u_t = beta_t (v_t - S^T k_t)      S <- S + k_t u_t^T      o_t = S^T q_t
 
-with q and k L2-normalised per head (so I - beta k k^T is a contraction and
-the state stays bounded). Written as the plain per-token recurrence (a Python
-loop over time, all batch elements and heads at once).
+with q and k L2-normalised (torch's F.normalize) and q scaled by key_dim^-1/2.
+Layout [batch, heads, seq, dim]. Returns o (bf16) and the final state (fp32,
+float64 for the anchor). A plain Python loop over time, all heads at once.
 """
 import torch
-
-L2_EPS = 1e-6
-
-
-def _l2norm(x):
-    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + L2_EPS)
+import torch.nn.functional as F
 
 
-def reference(q, k, v, beta):
+def reference(q, k, v, beta, initial_state):
     acc = torch.promote_types(q.dtype, torch.float32)
-    out_dtype = v.dtype
-    batch, seq, heads, dk = q.shape
-    dv = v.shape[-1]
-    q = _l2norm(q.to(acc)) * dk ** -0.5
-    k = _l2norm(k.to(acc))
-    v = v.to(acc)
-    beta = beta.to(acc)
-
-    S = torch.zeros(batch, heads, dk, dv, dtype=acc, device=q.device)
-    out = []
+    out_dtype = q.dtype
+    key_dim = q.shape[-1]
+    q = F.normalize(q.to(acc), p=2, dim=-1) * key_dim ** -0.5
+    k = F.normalize(k.to(acc), p=2, dim=-1)
+    v, beta = v.to(acc), beta.to(acc)[..., None]
+    batch, heads, seq, _ = q.shape
+    o = torch.zeros_like(v)
+    S = torch.zeros(batch, heads, key_dim, v.shape[-1], dtype=acc, device=q.device)
+    S += initial_state.to(acc)
     for t in range(seq):
-        kt = k[:, t]
-        pred = torch.einsum("bhk,bhkv->bhv", kt, S)                  # what S recalls for k_t
-        u = beta[:, t, :, None] * (v[:, t] - pred)
-        S = S + kt[..., None] * u[..., None, :]
-        out.append(torch.einsum("bhk,bhkv->bhv", q[:, t], S))
-    return torch.stack(out, dim=1).to(out_dtype)
+        kt = k[:, :, t]
+        u = (v[:, :, t] - (S * kt[..., None]).sum(-2)) * beta[:, :, t]
+        S = S + kt.unsqueeze(-1) * u.unsqueeze(-2)
+        o[:, :, t] = torch.einsum("bhd,bhdm->bhm", q[:, :, t], S)
+    return o.to(out_dtype), S
 
 
-def make_inputs(batch, seq, heads, head_dim, *, seed, device="cuda"):
+def make_inputs(batch, heads, seq, key_dim, value_dim, *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
-    def randn(*shape):
-        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    bf16 = torch.bfloat16
-    q = randn(batch, seq, heads, head_dim).to(bf16)
-    k = randn(batch, seq, heads, head_dim).to(bf16)
-    v = randn(batch, seq, heads, head_dim).to(bf16)
-    beta = torch.sigmoid(randn(batch, seq, heads)).to(bf16)
-    return q, k, v, beta
+    def randn(*shape, dtype=torch.bfloat16):
+        return torch.randn(*shape, generator=g, device=device, dtype=dtype)
+    q = randn(batch, heads, seq, key_dim)
+    k = randn(batch, heads, seq, key_dim)
+    v = randn(batch, heads, seq, value_dim)
+    beta = randn(batch, heads, seq).sigmoid()
+    initial_state = randn(batch, heads, key_dim, value_dim, dtype=torch.float32)
+    return q, k, v, beta, initial_state

@@ -19,6 +19,6 @@ def make_inputs(tokens, hidden, *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
     def draw(*shape):
         return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    hidden_states = (2.0 * draw(tokens, hidden)).to(torch.bfloat16)
+    hidden_states = draw(tokens, hidden).to(torch.bfloat16)
     weight = (1.0 + 0.1 * draw(hidden)).to(torch.bfloat16)
     return hidden_states, weight

@@ -1,109 +1,136 @@
-"""Problem 44: DeepSeek-V3 style MoE layer on one expert-parallel rank.
+"""Problem 44: DeepSeek-V3 MoE layer on one expert-parallel rank, FP8 block
+scales (FlashInfer-Trace moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048).
 
-Grouped routing over all 256 experts (sigmoid scores + correction bias; the 8
-groups of 32 are ranked by the sum of their two best biased scores, the best 4
-groups are kept, then the top 8 experts inside them), followed by the expert
-MLPs of the 32 experts that live on this rank. Activations and weights are FP8
-E4M3 (stored as uint8 bits) with fp32 scales: activations per (token, 128
-columns), weights per 128 x 128 block. Tokens routed to experts of other ranks
-contribute nothing here. Output bf16.
+Routing runs over all 256 experts: s = 1 / (1 + exp(-logit)), the biased score
+s + bias picks the experts. The 8 groups of 32 experts are ranked by the sum of
+their two best biased scores and the best 4 groups are kept; the top 8 biased
+scores inside them are the token's experts. Their unbiased scores, normalised
+to sum 1 (+1e-20) and times routed_scaling_factor, weight the expert outputs.
+Only the 32 experts local to this rank (global ids local_expert_offset + e)
+run here; tokens routed elsewhere contribute nothing.
+
+Expert e: h = x @ W13[e]^T of width 2I, whose FIRST half is the up projection
+and SECOND half the gate; y = (silu(gate) * up) @ W2[e]^T, with silu written
+as gate / (1 + exp(-gate)). Activations are FP8 E4M3 with one fp32 scale per
+(128-column block, token), stored [hidden/128, tokens]; weights FP8 with one
+scale per 128 x 128 block. Everything after dequantisation is fp32 (float64 for
+the anchor); the output has the routing bias's dtype (bf16).
 """
 import torch
 
-N_GROUP = 8            # DeepSeek-V3: 8 expert groups
-TOPK_GROUP = 4         # ... of which 4 are kept per token
-TOP_K = 8              # experts per token
-ROUTED_SCALING = 2.5   # DeepSeek-V3 routed_scaling_factor
-BLOCK = 128            # FP8 scaling block
-EP_RANK = 3            # this rank: experts [3 * local, 4 * local)
-MARGIN = 1e-3          # selection margin on sigmoid(logit) + bias
+GROUPS, GROUPS_KEPT, TOP_K = 8, 4, 8   # DeepSeek-V3 routing
+BLOCK = 128                            # FP8 scaling block
+LOCAL_EXPERT_OFFSET = 32               # this rank owns global experts 32..63
+ROUTED_SCALING_FACTOR = 2.5
+MARGIN = 1e-4                          # routing decisions redrawn closer than this
+
+# The captured gate: logits ~ N(-1.6706, 0.6560) on the bf16 grid (returned as
+# fp32); the correction bias is 4.9375 except 4.96875 on these experts.
+LOGIT_MEAN, LOGIT_STD = -1.6706, 0.6560
+BIAS_LOW, BIAS_HIGH = 4.9375, 4.96875
+BIAS_HIGH_IDS = (3, 6, 7, 9, 10, 11, 16, 17, 18, 23, 30, 31, 36, 37, 41, 42, 43, 44, 46, 47, 48, 49, 54,
+                 55, 56, 58, 61, 62, 63, 66, 67, 68, 69, 72, 74, 75, 79, 80, 81, 82, 83, 84, 87, 90, 92,
+                 96, 100, 101, 102, 104, 105, 108, 109, 110, 112, 114, 119, 120, 123, 125, 126, 127, 131,
+                 136, 147, 151, 152, 153, 154, 157, 159, 167, 170, 171, 174, 183, 185, 195, 196, 197, 200,
+                 203, 214, 216, 217, 219, 222, 223, 226, 230, 231, 234, 235, 236, 237, 238, 240, 241, 242,
+                 243, 253)
 
 
-def _route(logits, bias, acc):
-    """Top-8 expert ids [T, 8] (descending biased score), normalised weights,
-    and the group-level / expert-level selection gaps."""
-    scores = torch.sigmoid(logits.to(acc))
-    biased = scores + bias.to(acc)
-    t, e = biased.shape
-    group_scores = biased.view(t, N_GROUP, e // N_GROUP).topk(2, dim=-1).values.sum(dim=-1)
-    g_sorted = group_scores.sort(dim=-1, descending=True).values
-    group_gap = g_sorted[:, TOPK_GROUP - 1] - g_sorted[:, TOPK_GROUP]
-    group_idx = group_scores.topk(TOPK_GROUP, dim=-1).indices
-    group_mask = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, group_idx, True)
-    expert_mask = group_mask.repeat_interleave(e // N_GROUP, dim=1)
-    candidates = biased.masked_fill(~expert_mask, float("-inf"))
-    top = candidates.topk(TOP_K + 1, dim=-1)
-    expert_gap = top.values[:, TOP_K - 1] - top.values[:, TOP_K]
-    idx = top.indices[:, :TOP_K]
-    w = scores.gather(1, idx)
-    w = w / w.sum(dim=-1, keepdim=True) * ROUTED_SCALING
-    return idx, w, torch.minimum(group_gap, expert_gap)
+def _group_pick(biased):
+    """Boolean [tokens, experts] mask of the experts inside each token's kept
+    groups, and the per-group scores [tokens, GROUPS]."""
+    tokens, experts = biased.shape
+    per_group = biased.view(tokens, GROUPS, experts // GROUPS)
+    group_score = per_group.topk(2, dim=2, sorted=False).values.sum(dim=2)
+    kept = group_score.topk(GROUPS_KEPT, dim=1, sorted=False).indices
+    keep = torch.zeros_like(group_score, dtype=torch.bool).scatter_(1, kept, True)
+    mask = keep.unsqueeze(2).expand(tokens, GROUPS, experts // GROUPS).reshape(tokens, experts)
+    return mask, group_score
 
 
-def _dequant_blocks(q, scale, acc):
-    """uint8 e4m3 bits [R, C] with scales [R/128, C/128] -> acc [R, C]."""
-    s = scale.to(acc).repeat_interleave(BLOCK, dim=0).repeat_interleave(BLOCK, dim=1)
-    return q.view(torch.float8_e4m3fn).to(acc) * s
+def _select(scores, bias):
+    biased = scores + bias
+    mask, _ = _group_pick(biased)
+    floor = torch.finfo(torch.float32).min
+    return biased.masked_fill(~mask, floor).topk(TOP_K, dim=1, sorted=False).indices
 
 
-def reference(routing_logits, routing_bias, hidden_states, hidden_scale,
-              w13, w13_scale, w2, w2_scale, local_expert_offset):
+def _dequant(w, scale, acc):
+    """FP8 [R, C] with scales [R/128, C/128] -> acc [R, C]."""
+    r, c = w.shape
+    blocks = w.to(acc).view(r // BLOCK, BLOCK, c // BLOCK, BLOCK)
+    return blocks.mul(scale.to(acc)[:, None, :, None]).view(r, c)
+
+
+def reference(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_weights,
+              gemm1_weights_scale, gemm2_weights, gemm2_weights_scale, local_expert_offset,
+              routed_scaling_factor):
     acc = torch.promote_types(routing_logits.dtype, torch.float32)
-    out_dtype = torch.bfloat16 if acc == torch.float32 else acc
-    idx, weights, _ = _route(routing_logits, routing_bias, acc)
+    tokens, hidden = hidden_states.shape
+    inter = gemm2_weights.shape[2]
+    x = hidden_states.to(acc).view(tokens, hidden // BLOCK, BLOCK)
+    x = x.mul(hidden_states_scale.to(acc).t().unsqueeze(-1)).view(tokens, hidden)
 
-    # Activations: per-token, per-128-column scales.
-    x = hidden_states.view(torch.float8_e4m3fn).to(acc) \
-        * hidden_scale.to(acc).repeat_interleave(BLOCK, dim=1)
-    tokens, hidden = x.shape
-    inter = w2.shape[-1]
-    out = torch.zeros(tokens, hidden, dtype=acc, device=x.device)
-    for e in range(w13.shape[0]):
-        tok, slot = (idx == local_expert_offset + e).nonzero(as_tuple=True)
-        if tok.numel() == 0:
+    scores = 1.0 / (1.0 + torch.exp(-routing_logits.to(acc)))
+    chosen = _select(scores, routing_bias.to(acc))
+    onehot = torch.zeros_like(scores).scatter_(1, chosen, 1.0)
+    weight = scores * onehot
+    weight = weight / (weight.sum(dim=1, keepdim=True) + 1e-20) * routed_scaling_factor
+
+    out = torch.zeros(tokens, hidden, dtype=acc, device=hidden_states.device)
+    for e in range(gemm1_weights.shape[0]):
+        expert = local_expert_offset + e
+        rows = (chosen == expert).any(dim=1).nonzero().squeeze(1)
+        if rows.numel() == 0:
             continue
-        h = x[tok] @ _dequant_blocks(w13[e], w13_scale[e], acc).T   # [n, 2I]: gate | up
-        a = torch.nn.functional.silu(h[:, :inter]) * h[:, inter:]
-        y = a @ _dequant_blocks(w2[e], w2_scale[e], acc).T          # [n, H]
-        out.index_add_(0, tok, y * weights[tok, slot].unsqueeze(1))
-    return out.to(out_dtype)
+        h = x.index_select(0, rows).matmul(_dequant(gemm1_weights[e], gemm1_weights_scale[e], acc).t())
+        up, gate = h[:, :inter], h[:, inter:]
+        act = gate / (1.0 + torch.exp(-gate)) * up
+        y = act.matmul(_dequant(gemm2_weights[e], gemm2_weights_scale[e], acc).t())
+        out.index_add_(0, rows, y * weight[rows, expert].unsqueeze(1))
+    return out.to(routing_bias.dtype)
+
+
+def _gaps(routing_logits, routing_bias):
+    """Per token, the smaller of the 4th-5th group-score gap and the 8th-9th
+    biased-score gap inside the kept groups (fp32, as the redraw rule)."""
+    biased = 1.0 / (1.0 + torch.exp(-routing_logits.float())) + routing_bias.float()
+    mask, group_score = _group_pick(biased)
+    g = group_score.sort(dim=1, descending=True).values
+    s = biased.masked_fill(~mask, torch.finfo(torch.float32).min).sort(dim=1, descending=True).values
+    return torch.minimum(g[:, GROUPS_KEPT - 1] - g[:, GROUPS_KEPT], s[:, TOP_K - 1] - s[:, TOP_K])
 
 
 def inputs_ok(routing_logits, routing_bias, *rest):
-    idx64, _, gap64 = _route(routing_logits, routing_bias, torch.float64)
-    idx32, _, _ = _route(routing_logits, routing_bias, torch.float32)
-    same = torch.equal(idx64.sort(dim=-1).values, idx32.sort(dim=-1).values)
-    return bool(same) and float(gap64.min()) >= MARGIN
+    return bool((_gaps(routing_logits, routing_bias) >= MARGIN).all())
 
 
 def make_inputs(tokens, hidden, intermediate, experts, local_experts, *, seed, device="cuda"):
+    assert experts == 256 and LOCAL_EXPERT_OFFSET + local_experts <= experts
     g = torch.Generator(device=device).manual_seed(seed)
     def randn(*shape):
         return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
     def rand(*shape):
         return torch.rand(*shape, generator=g, device=device, dtype=torch.float32)
-    def fp8(*shape):  # e4m3 bits of values spread over the format's range
-        return (64.0 * randn(*shape)).clamp_(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
+    def logits(n):
+        return (randn(n, experts) * LOGIT_STD + LOGIT_MEAN).to(torch.bfloat16).to(torch.float32)
 
-    routing_bias = (0.1 * randn(experts)).to(torch.bfloat16)
-    routing_logits = randn(tokens, experts)
-    # Redraw the few tokens whose selection is nearly tied (twice the margin).
-    for _ in range(64):
-        _, _, gap = _route(routing_logits, routing_bias, torch.float64)
-        bad = gap < 2 * MARGIN
-        n = int(bad.sum())
-        if n == 0:
+    routing_bias = torch.full((experts,), BIAS_LOW, dtype=torch.bfloat16)
+    routing_bias[list(BIAS_HIGH_IDS)] = BIAS_HIGH
+    routing_bias = routing_bias.to(device)
+    routing_logits = logits(tokens)
+    for _ in range(16):   # redraw the tokens whose routing is nearly tied
+        tied = _gaps(routing_logits, routing_bias) < MARGIN
+        if not bool(tied.any()):
             break
-        routing_logits[bad] = randn(n, experts)
-
-    hidden_states = fp8(tokens, hidden)
-    hidden_scale = (0.5 + rand(tokens, hidden // BLOCK)) / 64.0           # x ~ O(1)
-    w13 = fp8(local_experts, 2 * intermediate, hidden)
-    w13_scale = (0.5 + rand(local_experts, 2 * intermediate // BLOCK, hidden // BLOCK)) \
-        * (hidden ** -0.5 / 64.0)
-    w2 = fp8(local_experts, hidden, intermediate)
-    w2_scale = (0.5 + rand(local_experts, hidden // BLOCK, intermediate // BLOCK)) \
-        * (intermediate ** -0.5 / 64.0)
-    local_expert_offset = (EP_RANK % (experts // local_experts)) * local_experts
-    return (routing_logits, routing_bias, hidden_states, hidden_scale,
-            w13, w13_scale, w2, w2_scale, local_expert_offset)
+        routing_logits[tied] = logits(int(tied.sum()))
+    fp8 = torch.float8_e4m3fn
+    hidden_states = randn(tokens, hidden).to(fp8)
+    hidden_states_scale = rand(hidden // BLOCK, tokens)
+    gemm1_weights = randn(local_experts, 2 * intermediate, hidden).to(fp8)
+    gemm1_weights_scale = rand(local_experts, 2 * intermediate // BLOCK, hidden // BLOCK)
+    gemm2_weights = randn(local_experts, hidden, intermediate).to(fp8)
+    gemm2_weights_scale = rand(local_experts, hidden // BLOCK, intermediate // BLOCK)
+    return (routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_weights,
+            gemm1_weights_scale, gemm2_weights, gemm2_weights_scale, LOCAL_EXPERT_OFFSET,
+            ROUTED_SCALING_FACTOR)
