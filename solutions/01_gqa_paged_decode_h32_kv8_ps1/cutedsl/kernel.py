@@ -11,7 +11,8 @@ Flash-decoding in two launches from one compiled host function:
    c0 + t, c0 + t + 8, ...  Lane i of a stream owns head dims [8i, 8i + 8): one
    16-byte load of the K row and one of the V row per token. The 4 dot products
    are reduced over the 16 lanes with butterfly shuffles; each stream keeps an
-   online softmax in base 2 (q pre-scaled by head_dim^-0.5 * log2(e); running max
+   online softmax in base 2 (q pre-scaled by sm_scale * log2(e), a run-time fp32
+   argument computed on the host from the sm_scale input; running max
    m, sum l, fp32 accumulator). Streams are merged through shared memory; the CTA
    writes o_part = acc / l (fp32) and lse_part = m + log2(l) (base 2) to a
    workspace, or (0, -1e30) for an empty range.
@@ -21,7 +22,9 @@ Flash-decoding in two launches from one compiled host function:
 
 The sentinel -1e30 (not -inf) keeps every exp2 argument finite. exp2 in the token
 loop is ex2.approx.ftz; everything else is IEEE fp32. Compiled once per
-(q_heads, kv_heads, head_dim); batch, pool size, token count and S are dynamic.
+(q_heads, kv_heads, head_dim); batch, pool size, token count, S and sm_scale are
+dynamic. lse = logsumexp(scores) / ln 2 = log2-sum-exp2 of the log2(e)-scaled
+scores, which is what the base-2 online softmax computes directly.
 32-bit offsets: pool_pages * kv_heads * head_dim < 2**31.
 """
 import importlib.util
@@ -240,6 +243,7 @@ def _launch(
     out: cute.Tensor,
     lse: cute.Tensor,
     nsplit: Int32,
+    qscale: Float32,
     stream: cuda.CUstream,
     hq: cutlass.Constexpr,
     hkv: cutlass.Constexpr,
@@ -248,7 +252,6 @@ def _launch(
     batch = q.shape[0]
     pool = k_cache.shape[0]
     ntok = kv_indices.shape[0]
-    qscale = Float32(d ** -0.5 * LOG2E)
     _partial_kernel(
         q.iterator, k_cache.iterator, v_cache.iterator, kv_indptr.iterator, kv_indices.iterator,
         o_part.iterator, lse_part.iterator, batch, pool, ntok, nsplit, qscale, hq, hkv, d,
@@ -291,6 +294,7 @@ def compile_for(hq, hkv, d):
             _fake(BFloat16, (nb, hq, d)),
             _fake(Float32, (nb, hq), 4),
             Int32(1),
+            Float32(1.0),
             make_fake_stream(use_tvm_ffi_env_stream=USE_TVM_FFI),
             hq, hkv, d,
             options="--enable-tvm-ffi" if USE_TVM_FFI else None,
@@ -321,7 +325,7 @@ def _plain_tensor(t, align):
         mode=0, stride_order=t.dim_order())
 
 
-def solve(q, k_cache, v_cache, kv_indptr, kv_indices):
+def solve(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale):
     batch, hq, d = q.shape
     pool, _, hkv, _ = k_cache.shape
     assert q.dtype == torch.bfloat16 and k_cache.dtype == torch.bfloat16 and q.is_cuda
@@ -334,6 +338,7 @@ def solve(q, k_cache, v_cache, kv_indptr, kv_indices):
     if pool * hkv * d > MAX_ELEMS or batch * hq * nsplit * d > MAX_ELEMS:
         raise ValueError("sizes exceed 32-bit offsets")
     fn = compile_for(hq, hkv, d)
+    qscale = float(sm_scale) * LOG2E  # scores in base 2: exp(x) = exp2(x * log2(e))
     o_part = torch.empty((batch * hq * nsplit, d), dtype=torch.float32, device=q.device)
     lse_part = torch.empty((batch * hq * nsplit,), dtype=torch.float32, device=q.device)
     ip = kv_indptr.to(torch.int32).contiguous()
@@ -342,8 +347,8 @@ def solve(q, k_cache, v_cache, kv_indptr, kv_indices):
         idx = torch.zeros(1, dtype=torch.int32, device=q.device)
     args = [_prep(q), _prep(k_cache), _prep(v_cache), ip, idx, o_part, lse_part, out, lse]
     if USE_TVM_FFI:
-        fn(*args, nsplit)
+        fn(*args, nsplit, qscale)
     else:
         stream = cuda.CUstream(torch.cuda.current_stream(q.device).cuda_stream)
-        fn(*[_plain_tensor(t, a) for t, a in zip(args, _ALIGNS)], nsplit, stream)
+        fn(*[_plain_tensor(t, a) for t, a in zip(args, _ALIGNS)], nsplit, qscale, stream)
     return out, lse

@@ -12,7 +12,8 @@ Flash-decoding in two kernels:
    head dims [8i, 8i + 8): one 16-byte load of the K row and one of the V row per
    token. The 4 dot products are reduced over the 16 lanes (`warp_sum`, width 16);
    each stream keeps an online softmax in base 2 (q pre-scaled by
-   head_dim^-0.5 * log2(e); running max m, sum l, fp32 accumulator). The streams
+   sm_scale * log2(e), a run-time fp32 kernel argument computed on the host from
+   the sm_scale input; running max m, sum l, fp32 accumulator). The streams
    are merged through shared memory; the CTA writes o_part = acc / l (fp32) and
    lse_part = m + log2(l) (base 2), or (0, -1e30) for an empty range.
 2. `merge`, grid batch * q_heads, one warp each (4 dims per lane):
@@ -21,8 +22,10 @@ Flash-decoding in two kernels:
 
 The sentinel -1e30 (not -inf) keeps every exp2 argument finite. NVRTC compiles with
 --use_fast_math (ex2/lg2/rcp approximations, a few ulp; the fp32 lse tolerance is
-about 4e-6 and the emulated error 1e-6). Compiled once per (q_heads, kv_heads,
-head_dim); all sizes symbolic. 32-bit indexing: pool_pages * kv_heads * head_dim
+about 4e-6 and the emulated error 1e-6). lse = logsumexp(scores) / ln 2 is the
+log2-sum-exp2 of the log2(e)-scaled scores, what the base-2 online softmax computes
+directly. Compiled once per (q_heads, kv_heads, head_dim); all sizes and the scale
+are run-time values. 32-bit indexing: pool_pages * kv_heads * head_dim
 < 2**31.
 """
 import math
@@ -47,14 +50,13 @@ def make_prim_funcs(hq, hkv, d):
     grp = hq // hkv
     if d != VEC * LANES or hq % hkv or grp * d != THREADS * OVEC:
         raise ValueError("this kernel is specialised for head_dim 128 and 4 q heads per kv head")
-    qscale = d ** -0.5 / math.log(2.0)
     nq = grp * VEC          # q values per lane
     cpr = d // OVEC         # 16-byte fp32 vectors per row (32)
     neg = NEG
 
     @T.prim_func
     def partial(q_ptr: T.handle, k_ptr: T.handle, v_ptr: T.handle, ip_ptr: T.handle,
-                idx_ptr: T.handle, op_ptr: T.handle, lp_ptr: T.handle):
+                idx_ptr: T.handle, op_ptr: T.handle, lp_ptr: T.handle, qscale: T.float32):
         nb = T.int32()
         npool = T.int32()
         nip = T.int32()
@@ -90,7 +92,7 @@ def make_prim_funcs(hq, hkv, d):
             for e in T.vectorized(VEC):
                 qv[j * VEC + e] = Q[b, g * grp + j, li * VEC + e]
         for i in T.unroll(nq):
-            qf[i] = T.float32(qv[i]) * T.float32(qscale)
+            qf[i] = T.float32(qv[i]) * qscale
             acc[i] = T.float32(0)
         for j in T.unroll(grp):
             m[j] = T.float32(neg)
@@ -220,7 +222,7 @@ def num_splits(batch, kv_tokens):
     return max(1, min(MAX_SPLITS, math.ceil(avg / TOKENS_PER_SPLIT)))
 
 
-def solve(q, k_cache, v_cache, kv_indptr, kv_indices):
+def solve(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale):
     batch, hq, d = q.shape
     pool, _, hkv, _ = k_cache.shape
     if q.dtype != torch.bfloat16 or k_cache.dtype != torch.bfloat16:
@@ -241,6 +243,8 @@ def solve(q, k_cache, v_cache, kv_indptr, kv_indices):
     if idx.numel() == 0:  # never read (every chunk is empty), but keep a valid buffer
         idx = torch.zeros(1, dtype=torch.int32, device=q.device)
     # DLPack, zero copy; tvm-ffi launches on torch's current stream.
-    partial(q.contiguous(), k_cache.contiguous(), v_cache.contiguous(), ip, idx, o_part, lse_part)
+    qscale = float(sm_scale) / math.log(2.0)  # scores in base 2: exp(x) = exp2(x * log2(e))
+    partial(q.contiguous(), k_cache.contiguous(), v_cache.contiguous(), ip, idx, o_part, lse_part,
+            qscale)
     merge(o_part, lse_part, out, lse)
     return out, lse

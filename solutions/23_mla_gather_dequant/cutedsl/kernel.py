@@ -1,20 +1,24 @@
 """Problem 23, paged MLA cache gather + FP8 (e4m3) dequantisation, written in CuTe DSL (nvidia-cutlass-dsl 4.7).
 
-    out[cu[b] + p, :] = float32(e4m3(kv_cache[block_table[b, p // bs], p % bs, :])) * scale[0]
+    out[start[r] + p, :] = float32(e4m3(src_cache[block_table[r, p // bs], p % bs, :])) * scale
+    start[r] = seq_lens[0] + ... + seq_lens[r - 1]
 
-The output [tokens, width] fp32 is cut into work items of `vec` codes (16 for
-width 576: 36 items per row). One thread per item: it finds its row's sequence
-by a scan of cu_seq_lens (batch entries, same addresses for the whole warp, so
-the loads are broadcasts from L1), looks up the block id in block_table, loads
-`vec` bytes of codes with one 16-byte load, converts e4m3 -> f32 (exact) and
-multiplies by the scale (one fp32 rounding, as the reference), then writes
-`vec` floats with 16-byte stores (4 for vec 16). Consecutive threads take
-consecutive items, so loads and stores of a warp are contiguous within a row.
+The output [tokens, entry] fp32 is cut into work items of `vec` codes (16 for
+entry 576: 36 items per row). One thread per item: it finds its row's request
+by a running sum over seq_lens (requests entries, the same addresses for the
+whole warp, so the loads are broadcasts from L1; no host-side prefix sum),
+looks up the block id in block_table, loads `vec` bytes of codes with one
+16-byte load, converts e4m3 -> f32 (exact) and multiplies by the scale (a
+run-time fp32 argument; one fp32 rounding, as the reference's fp32 multiply),
+then writes `vec` floats with 16-byte stores (4 for vec 16). Consecutive
+threads take consecutive items, so loads and stores of a warp are contiguous
+within a row.
 
-Table entries past a sequence's last block are never read (only blocks that
-hold one of its tokens). Compiled once per (block_size, width); batch,
-max_blocks, num_blocks and tokens are runtime values. The total token count
-cu_seq_lens[-1] is read on the host to size the output (as the reference does).
+Table entries past a request's last block are never read (only blocks that
+hold one of its tokens). Compiled once per (block_size, entry); requests,
+table width, block count and tokens are runtime values. The total token count
+sum(seq_lens) is read on the host to size the output (the reference reads
+seq_lens on the host too).
 """
 import importlib.util
 
@@ -39,10 +43,10 @@ def _vec(width):
 @cute.kernel
 def _gather_kernel(
     p_kv: cute.Pointer,
-    scale: cute.Tensor,
     block_table: cute.Tensor,
-    cu_seq_lens: cute.Tensor,
+    seq_lens: cute.Tensor,
     p_out: cute.Pointer,
+    scale: Float32,
     n_items: Int32,
     batch: Int32,
     block_size: cutlass.Constexpr,
@@ -56,12 +60,17 @@ def _gather_kernel(
     if item < n_items:
         row = item // items_per_row
         col = (item % items_per_row) * vec
-        # Sequence of this row: the number of b in [1, batch) with cu_seq_lens[b] <= row.
+        # Request of this row: the last b whose start (sum of the earlier lengths) is <= row
+        # (a zero-length request never owns a row: a later one with the same start wins).
         seq = Int32(0)
-        for b in cutlass.range(1, batch, unroll=4):
-            if cu_seq_lens[b] <= row:
+        base = Int32(0)
+        acc = Int32(0)
+        for b in cutlass.range(batch, unroll=4):
+            if acc <= row:
                 seq = b
-        pos = row - cu_seq_lens[seq]
+                base = acc
+            acc = acc + seq_lens[b]
+        pos = row - base
         blk = block_table[seq, pos // block_size]
         slot = Int64(blk) * block_size + Int64(pos % block_size)
         src_off = slot * width + Int64(col)  # bytes; 64-bit (the pool may exceed 2 GiB)
@@ -74,17 +83,17 @@ def _gather_kernel(
         r_codes = cute.make_rmem_tensor(vec, cutlass.Float8E4M3FN)
         r_out = cute.make_rmem_tensor(vec, Float32)
         cute.autovec_copy(g_src, r_codes)
-        r_out.store(r_codes.load().to(Float32) * scale[0])
+        r_out.store(r_codes.load().to(Float32) * scale)
         cute.autovec_copy(r_out, g_dst)
 
 
 @cute.jit
 def _launch(
-    kv_cache: cute.Tensor,
-    scale: cute.Tensor,
+    src_cache: cute.Tensor,
     block_table: cute.Tensor,
-    cu_seq_lens: cute.Tensor,
+    seq_lens: cute.Tensor,
     out: cute.Tensor,
+    scale: Float32,
     stream: cuda.CUstream,
     block_size: cutlass.Constexpr,
     width: cutlass.Constexpr,
@@ -93,7 +102,7 @@ def _launch(
     n_items = out.shape[0] * (width // vec)
     batch = block_table.shape[0]
     _gather_kernel(
-        kv_cache.iterator, scale, block_table, cu_seq_lens, out.iterator, n_items, batch,
+        src_cache.iterator, block_table, seq_lens, out.iterator, scale, n_items, batch,
         block_size, width, vec,
     ).launch(grid=[(n_items + (THREADS - 1)) // THREADS, 1, 1], block=[THREADS, 1, 1], stream=stream)
 
@@ -115,12 +124,12 @@ def compile_for(block_size, width):
             _launch,
             make_fake_compact_tensor(cutlass.Uint8, (cute.sym_int32(), block_size, width),
                                      stride_order=(2, 1, 0), assumed_align=align),
-            make_fake_compact_tensor(Float32, (1,), assumed_align=4),
             make_fake_compact_tensor(Int32, (batch, cute.sym_int32()), stride_order=(1, 0),
                                      assumed_align=4),
-            make_fake_compact_tensor(Int32, (cute.sym_int32(),), assumed_align=4),
+            make_fake_compact_tensor(Int32, (batch,), assumed_align=4),
             make_fake_compact_tensor(Float32, (cute.sym_int32(), width), stride_order=(1, 0),
                                      assumed_align=min(16, 4 * vec)),
+            Float32(1.0),
             make_fake_stream(use_tvm_ffi_env_stream=USE_TVM_FFI),
             block_size, width, vec,
             options="--enable-tvm-ffi" if USE_TVM_FFI else None,
@@ -132,26 +141,25 @@ def _plain_tensor(t, align):
     return from_dlpack(t, assumed_align=align).mark_layout_dynamic()
 
 
-def solve(kv_cache, scale, block_table, cu_seq_lens):
-    assert kv_cache.dtype == torch.uint8 and kv_cache.is_cuda
-    assert scale.dtype == torch.float32, "fp32 scale (the reference promotes to fp32 then)"
-    num_blocks, block_size, width = kv_cache.shape
-    total = int(cu_seq_lens[-1])  # output size; the reference reads it on the host too
-    out = torch.empty((total, width), dtype=torch.float32, device=kv_cache.device)
+def solve(src_cache, block_table, seq_lens, scale):
+    assert src_cache.dtype == torch.uint8 and src_cache.is_cuda
+    num_blocks, block_size, width = src_cache.shape
+    lens = seq_lens.to(torch.int32).contiguous()
+    total = int(lens.sum())  # output size; the reference reads seq_lens on the host too
+    out = torch.empty((total, width), dtype=torch.float32, device=src_cache.device)
     if total == 0 or width == 0:
         return out
     assert total * width < 2**31
     vec = _vec(width)
-    kv = kv_cache.contiguous()
+    kv = src_cache.contiguous()
     assert kv.data_ptr() % min(16, vec) == 0
     bt = block_table.to(torch.int32).contiguous()
-    cu = cu_seq_lens.to(torch.int32).contiguous()
-    sc = scale.reshape(1).contiguous()
+    sc = float(scale)
     fn = compile_for(block_size, width)
     if USE_TVM_FFI:
-        fn(kv, sc, bt, cu, out)
+        fn(kv, bt, lens, out, sc)
     else:
         stream = cuda.CUstream(torch.cuda.current_stream(kv.device).cuda_stream)
-        fn(_plain_tensor(kv, min(16, vec)), _plain_tensor(sc, 4), _plain_tensor(bt, 4),
-           _plain_tensor(cu, 4), _plain_tensor(out, min(16, 4 * vec)), stream)
+        fn(_plain_tensor(kv, min(16, vec)), _plain_tensor(bt, 4), _plain_tensor(lens, 4),
+           _plain_tensor(out, min(16, 4 * vec)), sc, stream)
     return out

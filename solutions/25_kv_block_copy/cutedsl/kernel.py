@@ -1,14 +1,16 @@
-"""Problem 25, paged KV-cache block copy (vLLM copy_blocks), written in CuTe DSL (nvidia-cutlass-dsl 4.7).
+"""Problem 25, batched K/V cache block copy under one block remapping (vLLM swap_blocks),
+written in CuTe DSL (nvidia-cutlass-dsl 4.7).
 
-    for (src, dst) in block_mapping:  key_cache[dst] = key_cache[src];  value_cache[dst] = value_cache[src]
+    for (src, dst) in block_mapping:  dst_k[dst] = src_k[src];  dst_v[dst] = src_v[src]
 
-Both caches are viewed as uint8 [num_blocks, block_bytes] (block_bytes =
-block_size * kv_heads * head_dim; a free reshape of the contiguous caches) and
-are modified in place. One CTA copies one `chunk` of one mapped block in BOTH
-caches: every thread first loads `vpt` 16-byte vectors of the key block and
-`vpt` of the value block (2 * vpt * 16 bytes in flight per thread), then stores
-them. Vector v of a chunk goes to thread v % threads, so each load/store
-instruction of a warp touches 512 contiguous bytes.
+All four caches are viewed as uint8 [num_blocks, block_bytes] (block_bytes =
+block_size * kv_heads * head_dim; a free reshape of the contiguous caches); the
+destination caches are modified in place and returned. One CTA copies one
+`chunk` of one mapped block for BOTH key and value: every thread first loads
+`vpt` 16-byte vectors of the source key block and `vpt` of the source value
+block (2 * vpt * 16 bytes in flight per thread), then stores them. Vector v of
+a chunk goes to thread v % threads, so each load/store instruction of a warp
+touches 512 contiguous bytes.
 
 Workload [1024, 32, 8, 256] uint8: block_bytes 65536 = 4096 vectors; 256 threads
 x 4 vectors = 1024 vectors per chunk, 4 chunks per block, grid = mappings * 4.
@@ -49,8 +51,10 @@ def _plan(block_bytes):
 
 @cute.kernel
 def _copy_kernel(
-    p_k: cute.Pointer,
-    p_v: cute.Pointer,
+    p_sk: cute.Pointer,
+    p_sv: cute.Pointer,
+    p_dk: cute.Pointer,
+    p_dv: cute.Pointer,
     mapping: cute.Tensor,
     num_blocks: Int32,
     block_bytes: cutlass.Constexpr,
@@ -81,10 +85,10 @@ def _copy_kernel(
 
     # Byte (e, t, k) of the chunk: e + t*vec + k*vec*threads (a warp's k-th loads are contiguous).
     layout = cute.make_layout((vec, threads, vpt), stride=(1, vec, vec * threads))
-    g_ks = cute.make_tensor(p_k + cute.assume(off_src, divby=vec), layout)
-    g_kd = cute.make_tensor(p_k + cute.assume(off_dst, divby=vec), layout)
-    g_vs = cute.make_tensor(p_v + cute.assume(off_src, divby=vec), layout)
-    g_vd = cute.make_tensor(p_v + cute.assume(off_dst, divby=vec), layout)
+    g_ks = cute.make_tensor(p_sk + cute.assume(off_src, divby=vec), layout)
+    g_kd = cute.make_tensor(p_dk + cute.assume(off_dst, divby=vec), layout)
+    g_vs = cute.make_tensor(p_sv + cute.assume(off_src, divby=vec), layout)
+    g_vd = cute.make_tensor(p_dv + cute.assume(off_dst, divby=vec), layout)
 
     r_k = cute.make_rmem_tensor((vec, vpt), cutlass.Uint8)
     r_v = cute.make_rmem_tensor((vec, vpt), cutlass.Uint8)
@@ -109,8 +113,10 @@ def _copy_kernel(
 
 @cute.jit
 def _launch(
-    k_cache: cute.Tensor,
-    v_cache: cute.Tensor,
+    src_k: cute.Tensor,
+    src_v: cute.Tensor,
+    dst_k: cute.Tensor,
+    dst_v: cute.Tensor,
     mapping: cute.Tensor,
     stream: cuda.CUstream,
     block_bytes: cutlass.Constexpr,
@@ -121,7 +127,7 @@ def _launch(
 ):
     n_map = mapping.shape[0]
     _copy_kernel(
-        k_cache.iterator, v_cache.iterator, mapping, k_cache.shape[0],
+        src_k.iterator, src_v.iterator, dst_k.iterator, dst_v.iterator, mapping, dst_k.shape[0],
         block_bytes, vec, threads, vpt, chunks,
     ).launch(grid=[n_map * chunks, 1, 1], block=[threads, 1, 1], stream=stream)
 
@@ -142,13 +148,15 @@ def compile_for(block_bytes, dtype=torch.uint8):
     fn = _compiled.get(key)
     if fn is None:
         vec, threads, vpt, chunks = _plan(block_bytes)
-        nb = cute.sym_int32()  # shared by both caches: the TVM-FFI wrapper checks they match
+        nb = cute.sym_int32()  # shared by all four caches: the TVM-FFI wrapper checks they match
         n_map = cute.sym_int32()
         cache = lambda: make_fake_compact_tensor(  # noqa: E731
             _CUTE_DTYPES[dtype], (nb, block_bytes), stride_order=(1, 0), assumed_align=ALIGN
         )
         fn = _compiled[key] = cute.compile(
             _launch,
+            cache(),
+            cache(),
             cache(),
             cache(),
             make_fake_compact_tensor(Int64, (n_map, 2), stride_order=(1, 0), assumed_align=8),
@@ -165,25 +173,27 @@ def _plain_tensor(t, align):
     )
 
 
-def solve(key_cache, value_cache, block_mapping):
-    assert key_cache.dtype == torch.uint8 and value_cache.dtype == torch.uint8
-    assert key_cache.shape == value_cache.shape and key_cache.is_cuda
-    # In-place copy: the caches must be used as they are (a copy would lose the writes).
-    assert key_cache.is_contiguous() and value_cache.is_contiguous()
-    assert key_cache.data_ptr() % ALIGN == 0 and value_cache.data_ptr() % ALIGN == 0
-    num_blocks = key_cache.shape[0]
-    block_bytes = key_cache[0].numel() if num_blocks else 0
+def solve(src_k, src_v, dst_k, dst_v, block_mapping):
+    caches = (src_k, src_v, dst_k, dst_v)
+    assert all(c.dtype == torch.uint8 and c.shape == dst_k.shape for c in caches) and dst_k.is_cuda
+    # In-place copy: the destination caches must be used as they are (a copy would lose
+    # the writes). The sources are only read: a non-contiguous or misaligned one is copied.
+    assert dst_k.is_contiguous() and dst_v.is_contiguous()
+    assert dst_k.data_ptr() % ALIGN == 0 and dst_v.data_ptr() % ALIGN == 0
+    src_k, src_v = (c if c.is_contiguous() and c.data_ptr() % ALIGN == 0
+                    else c.clone(memory_format=torch.contiguous_format) for c in (src_k, src_v))
+    num_blocks = dst_k.shape[0]
+    block_bytes = dst_k[0].numel() if num_blocks else 0
     n_map = block_mapping.shape[0]
     if n_map == 0 or block_bytes == 0:
-        return key_cache, value_cache
+        return dst_k, dst_v
     assert num_blocks < 2**31 and n_map * _plan(block_bytes)[3] < 2**31
-    k2 = key_cache.view(num_blocks, block_bytes)
-    v2 = value_cache.view(num_blocks, block_bytes)
+    views = [c.view(num_blocks, block_bytes) for c in (src_k, src_v, dst_k, dst_v)]
     mp = block_mapping.to(torch.int64).contiguous()
     fn = compile_for(block_bytes)
     if USE_TVM_FFI:
-        fn(k2, v2, mp)
+        fn(*views, mp)
     else:
-        stream = cuda.CUstream(torch.cuda.current_stream(key_cache.device).cuda_stream)
-        fn(_plain_tensor(k2, ALIGN), _plain_tensor(v2, ALIGN), _plain_tensor(mp, 8), stream)
-    return key_cache, value_cache
+        stream = cuda.CUstream(torch.cuda.current_stream(dst_k.device).cuda_stream)
+        fn(*[_plain_tensor(c, ALIGN) for c in views], _plain_tensor(mp, 8), stream)
+    return dst_k, dst_v

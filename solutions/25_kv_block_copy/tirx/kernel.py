@@ -1,12 +1,14 @@
-"""Problem 25, paged KV-cache block copy (vLLM copy_blocks), written in TIRx (Apache TVM 0.27).
+"""Problem 25, batched K/V cache block copy under one block remapping (vLLM swap_blocks),
+written in TIRx (Apache TVM 0.27).
 
-    for (src, dst) in block_mapping:  key_cache[dst] = key_cache[src];  value_cache[dst] = value_cache[src]
+    for (src, dst) in block_mapping:  dst_k[dst] = src_k[src];  dst_v[dst] = src_v[src]
 
-Both caches are viewed as uint8 [num_blocks, block_bytes] (block_bytes =
-block_size * kv_heads * head_dim; a free reshape of the contiguous caches) and
-are modified in place. One CTA copies one chunk of one mapped block in BOTH
-caches: each thread loads `vpt` 16-byte vectors of the key block and `vpt` of
-the value block (2 * vpt * 16 bytes in flight), then stores them. Vector v of
+All four caches are viewed as uint8 [num_blocks, block_bytes] (block_bytes =
+block_size * kv_heads * head_dim; a free reshape of the contiguous caches); the
+destination caches are modified in place and returned. One CTA copies one chunk
+of one mapped block for BOTH key and value: each thread loads `vpt` 16-byte
+vectors of the source key block and `vpt` of the source value block
+(2 * vpt * 16 bytes in flight), then stores them. Vector v of
 a chunk belongs to thread v % threads, so a warp's accesses are contiguous.
 
 Workload [1024, 32, 8, 256] uint8: block_bytes 65536 = 4096 vectors; 256 threads
@@ -47,11 +49,14 @@ def make_prim_func(block_bytes):
     per_chunk = threads * vpt * vec  # bytes of one chunk
 
     @T.prim_func
-    def block_copy(k_ptr: T.handle, v_ptr: T.handle, m_ptr: T.handle):
+    def block_copy(sk_ptr: T.handle, sv_ptr: T.handle, dk_ptr: T.handle, dv_ptr: T.handle,
+                   m_ptr: T.handle):
         nb = T.int32()
         nm = T.int32()
-        K = T.match_buffer(k_ptr, (nb, block_bytes), "uint8")
-        V = T.match_buffer(v_ptr, (nb, block_bytes), "uint8")
+        SK = T.match_buffer(sk_ptr, (nb, block_bytes), "uint8")
+        SV = T.match_buffer(sv_ptr, (nb, block_bytes), "uint8")
+        K = T.match_buffer(dk_ptr, (nb, block_bytes), "uint8")
+        V = T.match_buffer(dv_ptr, (nb, block_bytes), "uint8")
         M = T.match_buffer(m_ptr, (nm, 2), "int64")
         T.device_entry()
         bx = T.cta_id([nm * chunks])
@@ -67,15 +72,15 @@ def make_prim_func(block_bytes):
         for j in T.unroll(vpt):
             if exact:  # Python constant: resolved while parsing
                 for e in T.vectorized(vec):
-                    kv[j * vec + e] = K[src, col + j * (threads * vec) + e]
+                    kv[j * vec + e] = SK[src, col + j * (threads * vec) + e]
                 for e in T.vectorized(vec):
-                    vv[j * vec + e] = V[src, col + j * (threads * vec) + e]
+                    vv[j * vec + e] = SV[src, col + j * (threads * vec) + e]
             else:
                 if col + j * (threads * vec) < block_bytes:
                     for e in T.vectorized(vec):
-                        kv[j * vec + e] = K[src, col + j * (threads * vec) + e]
+                        kv[j * vec + e] = SK[src, col + j * (threads * vec) + e]
                     for e in T.vectorized(vec):
-                        vv[j * vec + e] = V[src, col + j * (threads * vec) + e]
+                        vv[j * vec + e] = SV[src, col + j * (threads * vec) + e]
         for j in T.unroll(vpt):
             if exact:
                 for e in T.vectorized(vec):
@@ -114,28 +119,34 @@ def _kernel(block_bytes, device):
     return fn
 
 
-def solve(key_cache, value_cache, block_mapping):
-    if key_cache.dtype != torch.uint8 or value_cache.dtype != torch.uint8:
+def solve(src_k, src_v, dst_k, dst_v, block_mapping):
+    caches = (src_k, src_v, dst_k, dst_v)
+    if any(c.dtype != torch.uint8 for c in caches):
         raise TypeError("uint8 caches only")
-    if key_cache.shape != value_cache.shape:
-        raise ValueError("key and value caches must have the same shape")
-    # In-place copy: the caches are used as they are (a copy would lose the writes).
-    if not (key_cache.is_contiguous() and value_cache.is_contiguous()):
-        raise ValueError("caches must be contiguous")
-    if key_cache.data_ptr() % 16 or value_cache.data_ptr() % 16:
-        raise ValueError("caches must be 16-byte aligned")
-    num_blocks = key_cache.shape[0]
-    block_bytes = key_cache[0].numel() if num_blocks else 0
+    if any(c.shape != dst_k.shape for c in caches):
+        raise ValueError("all four caches must have the same shape")
+    # In-place copy: the destination caches are used as they are (a copy would lose the
+    # writes). The sources are only read: a non-contiguous or misaligned one is copied.
+    if not (dst_k.is_contiguous() and dst_v.is_contiguous()):
+        raise ValueError("destination caches must be contiguous")
+    if dst_k.data_ptr() % 16 or dst_v.data_ptr() % 16:
+        raise ValueError("destination caches must be 16-byte aligned")
+    src_k, src_v = (c if c.is_contiguous() and c.data_ptr() % 16 == 0
+                    else c.clone(memory_format=torch.contiguous_format) for c in (src_k, src_v))
+    num_blocks = dst_k.shape[0]
+    block_bytes = dst_k[0].numel() if num_blocks else 0
     n_map = block_mapping.shape[0]
     if n_map == 0 or block_bytes == 0:
-        return key_cache, value_cache
+        return dst_k, dst_v
     if num_blocks >= 2**31 or n_map * plan(block_bytes)[3] >= 2**31:
         raise ValueError("too many blocks / mappings for 32-bit grid indexing")
-    fn = _kernel(block_bytes, key_cache.device)
+    fn = _kernel(block_bytes, dst_k.device)
     # DLPack, zero copy; tvm-ffi launches on torch's current stream.
     fn(
-        key_cache.view(num_blocks, block_bytes),
-        value_cache.view(num_blocks, block_bytes),
+        src_k.view(num_blocks, block_bytes),
+        src_v.view(num_blocks, block_bytes),
+        dst_k.view(num_blocks, block_bytes),
+        dst_v.view(num_blocks, block_bytes),
         block_mapping.to(torch.int64).contiguous(),
     )
-    return key_cache, value_cache
+    return dst_k, dst_v
