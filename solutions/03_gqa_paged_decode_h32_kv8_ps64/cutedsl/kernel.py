@@ -305,11 +305,12 @@ def _launch(
     hkv: cutlass.Constexpr,
     d: cutlass.Constexpr,
     cp: cutlass.Constexpr,
+    qs: cutlass.Constexpr,
 ):
     batch = q.shape[0]
     npages = kv_indices.shape[0]
     nslots = lse_part.shape[0]
-    qscale = Float32(d ** -0.5 * LOG2E)
+    qscale = Float32(qs)  # sm_scale * log2(e), fixed per compiled kernel
     _partial_kernel(
         q.iterator, k_cache.iterator, v_cache.iterator, kv_indptr.iterator, kv_indices.iterator,
         kv_last.iterator, o_part.iterator, lse_part.iterator, batch, npages, nslots, nsearch,
@@ -331,10 +332,11 @@ def _fake(dtype, shape, align=16):
                                     assumed_align=align)
 
 
-def compile_for(hq, hkv, d, cp):
-    """Compile (once) for these head counts, head_dim and pages per slot; the sizes are
-    dynamic. Works without a GPU when CUTE_DSL_ARCH is set."""
-    key = (hq, hkv, d, cp, USE_TVM_FFI)
+def compile_for(hq, hkv, d, cp, qs):
+    """Compile (once) for these head counts, head_dim, pages per slot and q scale
+    (sm_scale * log2(e)); the sizes are dynamic. Works without a GPU when
+    CUTE_DSL_ARCH is set."""
+    key = (hq, hkv, d, cp, qs, USE_TVM_FFI)
     fn = _compiled.get(key)
     if fn is None:
         if d != VEC * LANES or hq % hkv or (hq // hkv) * d != THREADS * OVEC:
@@ -356,7 +358,7 @@ def compile_for(hq, hkv, d, cp):
             _fake(Float32, (nb, hq), 4),
             Int32(1),
             make_fake_stream(use_tvm_ffi_env_stream=USE_TVM_FFI),
-            hq, hkv, d, cp,
+            hq, hkv, d, cp, qs,
             options="--enable-tvm-ffi" if USE_TVM_FFI else None,
         )
         _compiled[key] = fn
@@ -387,7 +389,7 @@ def _plain_tensor(t, align):
         mode=0, stride_order=t.dim_order())
 
 
-def solve(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len):
+def solve(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale):
     batch, hq, d = q.shape
     pool, page, hkv, _ = k_cache.shape
     assert q.dtype == torch.bfloat16 and k_cache.dtype == torch.bfloat16 and q.is_cuda
@@ -401,7 +403,7 @@ def solve(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len):
     nslots = npages // cp + batch
     if nslots * hq * d > MAX_ELEMS or nslots * hkv > MAX_ELEMS:
         raise ValueError("sizes exceed 32-bit offsets")
-    fn = compile_for(hq, hkv, d, cp)
+    fn = compile_for(hq, hkv, d, cp, float(sm_scale) * LOG2E)
     o_part = torch.empty((nslots, hq, d), dtype=torch.float32, device=q.device)
     lse_part = torch.empty((nslots, hq), dtype=torch.float32, device=q.device)
     ip = kv_indptr.to(torch.int32).contiguous()

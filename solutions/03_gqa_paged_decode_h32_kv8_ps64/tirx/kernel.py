@@ -63,11 +63,11 @@ SEARCH_STEPS = 31  # binary-search iterations (guarded; enough for any int32 bat
 _CACHE = {}
 
 
-def make_prim_funcs(hq, hkv, d, cp):
+def make_prim_funcs(hq, hkv, d, cp, sm_scale):
     grp = hq // hkv
     if d != VEC * LANES or hq % hkv or grp * d != THREADS * OVEC:
         raise ValueError("this kernel is specialised for head_dim 128 and 4 q heads per kv head")
-    qscale = d ** -0.5 / math.log(2.0)
+    qscale = sm_scale / math.log(2.0)  # baked in: one compiled kernel per scale
     nq = grp * VEC          # q values per lane
     cpr = d // OVEC         # 16-byte fp32 vectors per row (32)
     neg = NEG
@@ -246,19 +246,19 @@ def target_for(device=None):
     return tvm.target.Target({"kind": "cuda", "arch": arch})
 
 
-def compile_kernel(hq, hkv, d, cp, target):
+def compile_kernel(hq, hkv, d, cp, target, sm_scale):
     """tvm.compile with the TIRx pipeline; returns the runtime Executable (two kernels)."""
-    partial, merge = make_prim_funcs(hq, hkv, d, cp)
+    partial, merge = make_prim_funcs(hq, hkv, d, cp, sm_scale)
     mod = tvm.IRModule({"partial": partial, "merge": merge})
     with target:  # the CUDA JIT callback reads the arch from the current target
         return tvm.compile(mod, target=target, tir_pipeline="tirx")
 
 
-def _kernels(hq, hkv, d, cp, device):
-    key = (hq, hkv, d, cp, device.index)
+def _kernels(hq, hkv, d, cp, device, sm_scale):
+    key = (hq, hkv, d, cp, device.index, sm_scale)
     fns = _CACHE.get(key)
     if fns is None:
-        ex = compile_kernel(hq, hkv, d, cp, target_for(device))
+        ex = compile_kernel(hq, hkv, d, cp, target_for(device), sm_scale)
         fns = _CACHE[key] = (ex["partial"], ex["merge"])
     return fns
 
@@ -271,7 +271,7 @@ def pages_per_slot(batch, npages, hkv):
     return cp
 
 
-def solve(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len):
+def solve(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale):
     batch, hq, d = q.shape
     pool, page, hkv, _ = k_cache.shape
     if q.dtype != torch.bfloat16 or k_cache.dtype != torch.bfloat16 or v_cache.dtype != torch.bfloat16:
@@ -287,7 +287,7 @@ def solve(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len):
     nslots = npages // cp + batch
     if nslots * hq * d >= 2**31 or nslots * hkv >= 2**31:
         raise ValueError("sizes exceed 32-bit indexing")
-    partial, merge = _kernels(hq, hkv, d, cp, q.device)
+    partial, merge = _kernels(hq, hkv, d, cp, q.device, float(sm_scale))
     o_part = torch.empty((nslots, hq, d), dtype=torch.float32, device=q.device)
     lse_part = torch.empty((nslots, hq), dtype=torch.float32, device=q.device)
     ip = kv_indptr.to(torch.int32).contiguous()
