@@ -25,26 +25,22 @@ class GpuLock:
         self.waited_ms += (time.monotonic() - t0) * 1e3
 
     def shared(self):
-        if self.fd is None or self.mode == "shared":
-            return
-        self.release()
-        self._take(self.turnstile, fcntl.LOCK_EX)
-        try:
-            self._take(self.fd, fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
-        self.mode = "shared"
+        self._become("shared", fcntl.LOCK_SH)
 
     def exclusive(self):
-        if self.fd is None or self.mode == "exclusive":
+        self._become("exclusive", fcntl.LOCK_EX)
+
+    def _become(self, mode, how):
+        """Take the lock in mode through the turnstile (released once held)."""
+        if self.fd is None or self.mode == mode:
             return
         self.release()
         self._take(self.turnstile, fcntl.LOCK_EX)
         try:
-            self._take(self.fd, fcntl.LOCK_EX)
+            self._take(self.fd, how)
         finally:
             fcntl.flock(self.turnstile, fcntl.LOCK_UN)
-        self.mode = "exclusive"
+        self.mode = mode
 
     def release(self):
         if self.fd is not None and self.mode:

@@ -29,9 +29,10 @@ static void test_layer_names(void)
 	CHECK(strlen(out) < 10);
 }
 
-/* In a child: apply a sandbox that may read only `allowed`, then report
- * whether `probe` could be opened (errno, 0 when it opened). */
-static int open_under_sandbox(const char *allowed, const char *probe, unsigned *layers)
+/* In a child: apply sb, run probe (0, or the errno it met), and report it
+ * with the layers that were in force. -1 when the child did not report. */
+static int probe_under_sandbox(const struct sandbox *sb, int (*probe)(const void *),
+			       const void *arg, unsigned *layers)
 {
 	int p[2];
 	if (pipe(p) < 0)
@@ -39,12 +40,8 @@ static int open_under_sandbox(const char *allowed, const char *probe, unsigned *
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(p[0]);
-		struct sandbox sb;
-		sandbox_init(&sb);
-		sandbox_allow_read(&sb, allowed);
-		int got = sandbox_apply(&sb);
-		int fd = open(probe, O_RDONLY | O_CLOEXEC);
-		int result[2] = {got, fd >= 0 ? 0 : errno};
+		int result[2] = {sandbox_apply(sb), 0};
+		result[1] = probe(arg);
 		ssize_t w = write(p[1], result, sizeof(result));
 		_exit(w == (ssize_t)sizeof(result) ? 0 : 1);
 	}
@@ -58,6 +55,20 @@ static int open_under_sandbox(const char *allowed, const char *probe, unsigned *
 		return -1;
 	*layers = (unsigned)result[0];
 	return result[1];
+}
+
+static int open_for_reading(const void *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd >= 0 ? 0 : errno;
+}
+
+static int open_under_sandbox(const char *allowed, const char *probe, unsigned *layers)
+{
+	struct sandbox sb;
+	sandbox_init(&sb);
+	sandbox_allow_read(&sb, allowed);
+	return probe_under_sandbox(&sb, open_for_reading, probe, layers);
 }
 
 static void test_files_outside_the_allowed_trees_are_refused(void)
@@ -84,38 +95,24 @@ static void test_files_outside_the_allowed_trees_are_refused(void)
 
 /* CUDA names its threads through /proc/<pid>/task/<tid>/comm: allowed with
  * thread_names, refused without (where Landlock is in force). */
+static int name_this_thread(const void *unused)
+{
+	(void)unused;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)gettid());
+	/* as fopen(path, "w") opens it: truncating needs its own right */
+	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	int ok = fd >= 0 && write(fd, "mkb-test", 8) == 8;
+	return ok ? 0 : errno;
+}
+
 static int name_thread_under_sandbox(int thread_names, unsigned *layers)
 {
-	int p[2];
-	if (pipe(p) < 0)
-		return -1;
-	pid_t pid = fork();
-	if (pid == 0) {
-		close(p[0]);
-		struct sandbox sb;
-		sandbox_init(&sb);
-		sb.thread_names = thread_names;
-		sandbox_allow_read(&sb, "/proc");
-		int got = sandbox_apply(&sb);
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)gettid());
-		/* as fopen(path, "w") opens it: truncating needs its own right */
-		int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
-		int ok = fd >= 0 && write(fd, "mkb-test", 8) == 8;
-		int result[2] = {got, ok ? 0 : errno};
-		ssize_t w = write(p[1], result, sizeof(result));
-		_exit(w == (ssize_t)sizeof(result) ? 0 : 1);
-	}
-	close(p[1]);
-	int result[2] = {-1, -1};
-	ssize_t r = read(p[0], result, sizeof(result));
-	close(p[0]);
-	int status;
-	waitpid(pid, &status, 0);
-	if (r != (ssize_t)sizeof(result))
-		return -1;
-	*layers = (unsigned)result[0];
-	return result[1];
+	struct sandbox sb;
+	sandbox_init(&sb);
+	sb.thread_names = thread_names;
+	sandbox_allow_read(&sb, "/proc");
+	return probe_under_sandbox(&sb, name_this_thread, NULL, layers);
 }
 
 static void test_thread_names_for_cuda(void)

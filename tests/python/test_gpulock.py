@@ -1,0 +1,65 @@
+"""The GPU's readers-writer lock: shared holders together, one exclusive
+holder alone, a waiting exclusive taker not starved by new shared ones."""
+import os
+import tempfile
+import threading
+import time
+import unittest
+
+from mkb_grader.gpulock import GpuLock
+
+
+class GpuLockTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "gpu0.lock")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def later(self, fn):
+        t = threading.Thread(target=fn, daemon=True)
+        t.start()
+        return t
+
+    def test_shared_holders_share_and_exclusive_waits_for_them(self):
+        a, b, c = GpuLock(self.path), GpuLock(self.path), GpuLock(self.path)
+        a.shared()
+        b.shared()  # does not block
+        got = []
+        t = self.later(lambda: (c.exclusive(), got.append(time.monotonic())))
+        time.sleep(0.2)
+        self.assertEqual(got, [])
+        a.release()
+        time.sleep(0.1)
+        self.assertEqual(got, [])
+        released = time.monotonic()
+        b.release()
+        t.join(5)
+        self.assertEqual(len(got), 1)
+        self.assertGreaterEqual(got[0], released)
+        self.assertGreaterEqual(c.waited_ms, 250)
+        c.release()
+
+    def test_a_waiting_exclusive_taker_goes_before_later_shared_ones(self):
+        a, b, c = GpuLock(self.path), GpuLock(self.path), GpuLock(self.path)
+        a.shared()
+        order = []
+        tb = self.later(lambda: (b.exclusive(), order.append("exclusive"), time.sleep(0.1), b.release()))
+        time.sleep(0.1)  # b waits on the lock, holding the turnstile
+        tc = self.later(lambda: (c.shared(), order.append("shared")))
+        time.sleep(0.1)
+        a.release()
+        tb.join(5)
+        tc.join(5)
+        self.assertEqual(order, ["exclusive", "shared"])
+
+    def test_without_a_path_it_does_nothing(self):
+        lock = GpuLock(None)
+        lock.exclusive()
+        lock.release()
+        self.assertEqual(lock.waited_ms, 0.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
