@@ -173,6 +173,9 @@ class Evaluation:
             text = str(reply.get("error"))[:600]
             if text == "kernel.py defines no solve()":
                 raise Outcome("failed", text)
+            if "out of memory" in text.lower() and self.lock and self.lock.others():
+                raise Outcome("infra_error", f"out of GPU memory during {self.stage} while other "
+                                             f"evaluations were using the GPU (redo it alone): {text}")
             if reply.get("cuda"):
                 raise Outcome("crashed", f"CUDA error during {self.stage}: {text}")
             raise Outcome("failed", f"{self.stage} raised {text}")
@@ -248,7 +251,11 @@ class Evaluation:
         wall_ms = (time.perf_counter_ns() - t0) / 1e6
         views = [self.arena_out.view(off, n, torch.uint8, [n], [1]) for off, n in slots]
         kept = [v.clone() for v in views]
-        actual = arena.snapshot(self.arena_out, reply.get("out"), expected, slots, self.device)
+        try:
+            actual = arena.snapshot(self.arena_out, reply.get("out"), expected, slots, self.device)
+        except Exception as exc:  # whatever the candidate described, it is its failure
+            raise Outcome("failed", f"{self.stage}: the output could not be read back: "
+                                    f"{describe_exception(exc)}") from exc
         ms = reply.get("ms")
         ms = float(ms) if isinstance(ms, (int, float)) and ms == ms else None
         return actual, ms, wall_ms, (views, kept)
@@ -297,6 +304,15 @@ class Evaluation:
         except Outcome as out:
             self.result["status"] = out.status
             self.result["reason"] = out.reason
+        except Exception as exc:
+            # The checker is ours: anything it did not foresee is an
+            # infrastructure failure, never counted against the kernel (what
+            # the candidate sends is checked where it is read). Out of GPU
+            # memory while other evaluations share the GPU lands here too.
+            self.result["status"] = "infra_error"
+            self.result["reason"] = f"the checker failed during stage '{self.stage}': {describe_exception(exc)}"
+            if self.lock and self.lock.others():
+                self.result["reason"] += " (other evaluations were using the GPU: redo it alone)"
         finally:
             if self.lock:
                 self.lock.release()

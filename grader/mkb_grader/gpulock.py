@@ -42,6 +42,27 @@ class GpuLock:
             fcntl.flock(self.turnstile, fcntl.LOCK_UN)
         self.mode = mode
 
+    def others(self):
+        """Does any other process hold this GPU's lock now? (from
+        /proc/locks: flock entries on the lock file's inode, not ours)"""
+        if self.fd is None:
+            return False
+        st = os.fstat(self.fd)
+        ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        try:
+            with open("/proc/locks", encoding="ascii", errors="replace") as f:
+                rows = [line.split() for line in f]
+        except OSError:
+            return False
+        mine = os.getpid()
+        for row in rows:
+            # "1: FLOCK  ADVISORY  READ  1234 fd:01:5678 0 EOF" ("->" marks waiters)
+            if "->" in row or len(row) < 6 or row[1] != "FLOCK":
+                continue
+            if row[5] == ident and row[4] != str(mine):
+                return True
+        return False
+
     def release(self):
         if self.fd is not None and self.mode:
             fcntl.flock(self.fd, fcntl.LOCK_UN)

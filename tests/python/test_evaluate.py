@@ -134,6 +134,24 @@ class ProcedureTest(unittest.TestCase):
                 result = evaluate(req, Channel())
         self.assertEqual(result["status"], "failed", result["reason"])
 
+    def test_a_failure_of_the_checker_itself_is_infrastructure(self):
+        # make_inputs is ours: when it breaks, the kernel is not to blame.
+        with tempfile.TemporaryDirectory() as pd:
+            with open(os.path.join(pd, "problem.json"), "w") as f:
+                f.write('{"number": 98, "workloads": {"smoke": {"n": 8}}}')
+            with open(os.path.join(pd, "reference.py"), "w") as f:
+                f.write("def reference(x):\n    return x\n"
+                        "def make_inputs(n, *, seed, device='cpu'):\n    raise ValueError('broken maker')\n")
+            with tempfile.TemporaryDirectory() as kd:
+                k = os.path.join(kd, "kernel.py")
+                with open(k, "w") as f:
+                    f.write("def solve(x):\n    return x\n")
+                req = {"problem_dir": pd, "kernel": k, "device": "cpu", "workload": "smoke", "timed": 0}
+                result = evaluate(req, Channel())
+        self.assertEqual(result["status"], "infra_error", result["reason"])
+        self.assertIn("the checker failed during stage 'correctness'", result["reason"])
+        self.assertIn("broken maker", result["reason"])
+
     def test_recheck_catches_a_kernel_that_goes_wrong_later(self):
         src = """
         import torch

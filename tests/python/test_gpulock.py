@@ -54,6 +54,24 @@ class GpuLockTest(unittest.TestCase):
         tc.join(5)
         self.assertEqual(order, ["exclusive", "shared"])
 
+    def test_others_sees_holders_of_other_processes(self):
+        import subprocess
+        import sys
+        mine = GpuLock(self.path)
+        mine.shared()
+        self.assertFalse(mine.others())
+        holder = subprocess.Popen([sys.executable, "-c", (
+            "import fcntl, sys, time; f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_SH); "
+            "print('held', flush=True); time.sleep(30)"), self.path], stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(holder.stdout.readline().strip(), "held")
+            self.assertTrue(mine.others())
+        finally:
+            holder.kill()
+            holder.wait()
+        self.assertFalse(mine.others())
+        mine.release()
+
     def test_without_a_path_it_does_nothing(self):
         lock = GpuLock(None)
         lock.exclusive()
