@@ -12,12 +12,18 @@ static const char *yes_no(int b)
 	return b ? "yes" : "no";
 }
 
-static void ms_line(struct buf *b, const char *label, double ms)
+/* ci: the grader's [low, high] 95% interval, or NULL. */
+static void ms_line(struct buf *b, const char *label, double ms, json_t *ci)
 {
-	if (ms >= 0)
-		buf_printf(b, "%s: %.4f ms\n", label, ms);
-	else
+	if (ms < 0) {
 		buf_printf(b, "%s: not measured\n", label);
+		return;
+	}
+	buf_printf(b, "%s: %.4f ms", label, ms);
+	if (json_array_size(ci) == 2)
+		buf_printf(b, " (95%% CI %.4f - %.4f)", json_number_value(json_array_get(ci, 0)),
+			   json_number_value(json_array_get(ci, 1)));
+	buf_adds(b, "\n");
 }
 
 char *feedback_format(const struct verdict *v, const struct submission_ctx *sub,
@@ -45,9 +51,14 @@ char *feedback_format(const struct verdict *v, const struct submission_ctx *sub,
 		buf_printf(&b, "Correct: %s (%d/%d draws)\n", yes_no(v->correct), v->draws_passed, v->draws_total);
 		if (!v->passed && *v->reason)
 			buf_printf(&b, "Reason: %s\n", v->reason);
-		ms_line(&b, "Kernel median", v->kernel_ms);
-		ms_line(&b, "Eager median", v->eager_ms);
-		if (v->speedup >= 0)
+		ms_line(&b, "Kernel median", v->kernel_ms, json_object_get(v->result, "kernel_ci_ms"));
+		ms_line(&b, "Eager median", v->eager_ms, json_object_get(v->result, "eager_ci_ms"));
+		json_t *sci = json_object_get(v->result, "speedup_ci");
+		if (v->speedup >= 0 && json_array_size(sci) == 2)
+			buf_printf(&b, "Speedup: %.3fx (95%% CI %.3f - %.3f)\n", v->speedup,
+				   json_number_value(json_array_get(sci, 0)),
+				   json_number_value(json_array_get(sci, 1)));
+		else if (v->speedup >= 0)
 			buf_printf(&b, "Speedup: %.3fx\n", v->speedup);
 		else
 			buf_adds(&b, "Speedup: not measured\n");

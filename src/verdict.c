@@ -145,7 +145,8 @@ json_t *verdict_to_json(const struct verdict *v, int problem, const char *dsl,
 	sandbox_describe(v->sandbox_layers, layers, sizeof(layers));
 	json_object_set_new(o, "confinement", json_string(layers));
 	json_object_set(o, "stages", v->stages); /* each with "t", seconds since the checker started */
-	const char *keys[] = {"errors", "versions", "timing", "outputs_checked", "trusted_checker"};
+	const char *keys[] = {"errors", "versions", "timing", "outputs_checked", "trusted_checker",
+			      "kernel_ci_ms", "eager_ci_ms", "speedup_ci"};
 	json_t *extra[ARRAY_SIZE(keys)];
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
 		extra[i] = json_object_get(v->result, keys[i]);

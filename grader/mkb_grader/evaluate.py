@@ -446,6 +446,12 @@ class Evaluation:
         self.result["kernel_ms"] = kernel
         self.result["eager_ms"] = timing.median(eager_ms)
         self.result["speedup"] = self.result["eager_ms"] / kernel if kernel else None
+        # 95% intervals from this evaluation's own calls (extra fields). The
+        # kernel's is of the figure reported: events, or the outside clock.
+        kernel_calls = kernel_ms if confirmed else [w - trip - export - CONFIRM_SLACK_MS for w in wall_ms]
+        self.result["kernel_ci_ms"] = timing.median_ci(kernel_calls)
+        self.result["eager_ci_ms"] = timing.median_ci(eager_ms)
+        self.result["speedup_ci"] = timing.ratio_ci(eager_ms, kernel_calls)
         if self.sol_floor_ms and "H200" in str(self.result["gpu"]) \
                 and kernel < SOL_MARGIN * float(self.sol_floor_ms):
             raise Outcome("rejected", f"median {kernel:.4f} ms is below the speed-of-light floor "

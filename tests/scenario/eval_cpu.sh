@@ -15,12 +15,14 @@ evaljson() { # problem kernel [flags...]: JSON verdict in out.json, exit code in
 }
 
 expect 'a correct kernel passes with timings and exit 0' '
-	evaljson 28 28_torch_ok.py
+	evaljson 28 28_torch_ok.py --timed 12
 	[ "$(field status <out.json)" = passed ]
 	[ "$(field passed <out.json)" = true ]
 	[ "$(field draws_passed <out.json)" = 5 ]
 	[ "$(field draws_total <out.json)" = 5 ]
 	python3 -c "import json; v=json.load(open(\"out.json\")); assert v[\"kernel_ms\"] > 0 and v[\"eager_ms\"] > 0 and v[\"speedup\"] > 0; assert v[\"gpu\"].startswith(\"cpu\")"
+	# 95% intervals from the calls of this evaluation, around the medians
+	python3 -c "import json; v=json.load(open(\"out.json\")); k, e, r = v[\"kernel_ci_ms\"], v[\"eager_ci_ms\"], v[\"speedup_ci\"]; assert k[0] <= v[\"kernel_ms\"] <= k[1] and e[0] <= v[\"eager_ms\"] <= e[1] and r[0] <= r[1], v"
 	[ "$(cat rc)" = 0 ]
 '
 
@@ -147,6 +149,13 @@ expect 'the feedback text reports every field of PROTOCOL.md' '
 	grep -q "^Correct: no (0/5 draws)" fb.txt
 	grep -q "^Reason: draw 1/5: output: max error" fb.txt
 	grep -q "^Passed: no" fb.txt
+'
+
+expect 'the feedback of a pass shows each median with its 95% interval' '
+	"$MKB" eval 28 --dsl cutedsl $FAST --timed 12 "$K/28_torch_ok.py" >fb.txt
+	grep -Eq "^Kernel median: [0-9.]+ ms \(95% CI [0-9.]+ - [0-9.]+\)$" fb.txt
+	grep -Eq "^Eager median: [0-9.]+ ms \(95% CI [0-9.]+ - [0-9.]+\)$" fb.txt
+	grep -Eq "^Speedup: [0-9.]+x \(95% CI [0-9.]+ - [0-9.]+\)$" fb.txt
 '
 
 expect 'a crash shows the stage and the output tail' '
