@@ -33,6 +33,7 @@ static json_t *options_json(const struct judge_opts *o)
 	json_object_set_new(j, "max_kernel_bytes", json_integer(o->max_kernel_bytes));
 	json_object_set_new(j, "gpu_index", json_integer(o->gpu));
 	json_object_set_new(j, "fixed_seed", o->seed ? json_string(o->seed) : json_null());
+	json_object_set_new(j, "rules", json_string(o->rules ? o->rules : "enforce"));
 	return j;
 }
 

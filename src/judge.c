@@ -19,6 +19,7 @@
 #define OUTPUT_TAIL_MAX (16u << 10)   /* stderr kept for the feedback */
 #define SYNTAX_TIMEOUT_S 60.0
 #define SYNTAX_MARKER "mkb-syntax: " /* what the grader prints before a syntax error */
+#define RULE_MARKER "mkb-rule: "     /* ... and before a broken DSL rule */
 
 /* Variables the candidate never sees: model credentials. */
 static const char *const scrubbed_env[] = {
@@ -39,6 +40,7 @@ void judge_opts_init(struct judge_opts *o)
 	o->warmup = 10;
 	o->timed = 50;
 	o->rechecks = 3;
+	o->rules = "enforce";
 }
 
 /* Environment changes for every grader process; strings owned by *env_out. */
@@ -82,7 +84,8 @@ static void collect(void *ctx, const char *data, size_t len)
 
 /* Size, encoding and syntax. 0 if the kernel may be graded; otherwise the
  * verdict is REJECTED (or INFRA_ERROR when Python itself cannot run). */
-static int precheck(const struct judge_opts *o, const char *kernel_path, struct verdict *v)
+static int precheck(const struct judge_opts *o, const char *kernel_path, const char *dsl,
+		    struct verdict *v)
 {
 	char *src = NULL;
 	size_t len;
@@ -99,7 +102,7 @@ static int precheck(const struct judge_opts *o, const char *kernel_path, struct 
 
 	struct grader_env env;
 	grader_env_build(&env, o);
-	const char *argv[] = {o->python, "-m", "mkb_grader", "--syntax", kernel_path, NULL};
+	const char *argv[] = {o->python, "-m", "mkb_grader", "--syntax", kernel_path, dsl, o->rules, NULL};
 	struct child c = CHILD_INIT;
 	c.argv = argv;
 	c.env = env.list;
@@ -126,6 +129,11 @@ static int precheck(const struct judge_opts *o, const char *kernel_path, struct 
 		const char *why = buf_str(&out) + strlen(SYNTAX_MARKER);
 		verdict_set(v, VERDICT_REJECTED, "kernel file is not valid Python: %.*s",
 			    (int)strcspn(why, "\n"), why);
+	}
+	else if (WIFEXITED(status) && WEXITSTATUS(status) == 1 &&
+		 !strncmp(buf_str(&out), RULE_MARKER, strlen(RULE_MARKER))) {
+		const char *why = buf_str(&out) + strlen(RULE_MARKER);
+		verdict_set(v, VERDICT_REJECTED, "breaks a DSL rule: %.*s", (int)strcspn(why, "\n"), why);
 	}
 	else
 		verdict_set(v, VERDICT_INFRA_ERROR, "syntax check failed to run: %s", buf_str(&out));
@@ -415,7 +423,7 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 		return error("problem %d has no workload '%s'", p->number, o->workload);
 	if (strcmp(o->device, "cuda") && strcmp(o->device, "cpu"))
 		return error("unknown device '%s' (cuda or cpu)", o->device);
-	if (precheck(o, kernel_path, v) < 0)
+	if (precheck(o, kernel_path, dsl, v) < 0)
 		return 0;
 	char *kernel_abs = realpath(kernel_path, NULL);
 	if (!kernel_abs) {

@@ -47,6 +47,9 @@ struct judge_opts {
 	long max_kernel_bytes;
 	int draws, warmup, timed, rechecks;
 	const char *seed;        /* fixed seed (tests), or NULL for OS entropy */
+	const char *rules;       /* "enforce" (default): the DSL rules' static checks
+				    reject a kernel; "paper": stated, not enforced,
+				    as the published benchmark */
 };
 
 void judge_opts_init(struct judge_opts *o);

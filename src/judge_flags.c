@@ -33,6 +33,11 @@ int judge_flag(int c, const char *arg, struct judge_opts *o)
 			return error("--seed wants a non-negative integer, not '%s'", arg);
 		o->seed = arg;
 		return 1;
+	case JUDGE_OPT_RULES:
+		if (strcmp(arg, "enforce") && strcmp(arg, "paper"))
+			return error("--rules is enforce or paper, not '%s'", arg);
+		o->rules = arg;
+		return 1;
 	case JUDGE_OPT_MAX_BYTES:
 		if (parse_long(arg, 1, 1L << 30, &o->max_kernel_bytes) < 0)
 			return error("--max-kernel-bytes wants a positive integer, not '%s'", arg);

@@ -11,6 +11,7 @@
 enum {
 	JUDGE_OPT_DEVICE = 512, JUDGE_OPT_GPU, JUDGE_OPT_TIMEOUT, JUDGE_OPT_PYTHON, JUDGE_OPT_DRAWS,
 	JUDGE_OPT_WARMUP, JUDGE_OPT_TIMED, JUDGE_OPT_RECHECKS, JUDGE_OPT_SEED, JUDGE_OPT_MAX_BYTES,
+	JUDGE_OPT_RULES,
 };
 
 /* Entries for a getopt_long table. */
@@ -24,7 +25,8 @@ enum {
 	{"timed", required_argument, NULL, JUDGE_OPT_TIMED},                         \
 	{"rechecks", required_argument, NULL, JUDGE_OPT_RECHECKS},                   \
 	{"seed", required_argument, NULL, JUDGE_OPT_SEED},                           \
-	{"max-kernel-bytes", required_argument, NULL, JUDGE_OPT_MAX_BYTES}
+	{"max-kernel-bytes", required_argument, NULL, JUDGE_OPT_MAX_BYTES},                \
+	{"rules", required_argument, NULL, JUDGE_OPT_RULES}
 
 /* The help lines of those flags. */
 #define JUDGE_FLAGS_HELP                                                                    \
@@ -37,7 +39,9 @@ enum {
 	"  --timed N             timed calls (50; 0 skips timing)\n"                        \
 	"  --rechecks N          timed calls re-checked for correctness (3)\n"              \
 	"  --seed N              fixed seed for every draw (tests only)\n"                  \
-	"  --max-kernel-bytes N  size limit of the kernel file (300000)\n"
+	"  --max-kernel-bytes N  size limit of the kernel file (300000)\n"                 \
+	"  --rules enforce|paper DSL rules checked in the source before it runs (enforce),\n" \
+	"                        or stated only, as the published benchmark (paper)\n"
 
 /* Apply option c (from JUDGE_LONG_OPTIONS) with its argument to o.
  * Returns 1 when applied, 0 when c is not a judge flag, -1 on a bad value

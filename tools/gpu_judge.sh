@@ -86,7 +86,7 @@ smoke)
 adversarial)
 	while IFS=$'\t' read -r kernel want _; do
 		case "$kernel" in '#'* | '') continue ;; esac
-		row new "$kernel" "$want" 28 cutedsl visible "tests/adversarial/$kernel" --timeout 120
+		row new "$kernel" "$want" 28 cutedsl visible "tests/adversarial/$kernel" --timeout 120 --rules paper
 	done <tests/adversarial/expected.tsv
 	;;
 compare)

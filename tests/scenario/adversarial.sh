@@ -3,7 +3,9 @@
 # the verdict of expected.tsv, and the judge survives all of them.
 . "$(dirname "$0")/../lib.sh"
 A=$TOP/tests/adversarial
-FAST="--device cpu --workload smoke --warmup 2 --timed 8 --timeout 60"
+# The trust boundary is under test here, not the DSL rules' static checks
+# (which would reject some of these kernels before they run): --rules paper.
+FAST="--device cpu --workload smoke --warmup 2 --timed 8 --timeout 60 --rules paper"
 export MKB_TEST_SECRET=do-not-leak OPENAI_API_KEY=sk-do-not-leak
 
 # A loopback server the network exploit tries to reach.
@@ -58,6 +60,50 @@ PY
 	"$MKB" eval 28 --dsl cutedsl $FAST --json --no-store "$TMP/fds.py" >out.json || true
 	field reason <out.json | grep "fds"
 	! field reason <out.json | grep -q "fd9"
+'
+
+# The static checks of the DSL rules (enforced by default): each kernel is
+# rejected before it runs, the message naming the rule.
+rule_case() { # name dsl expected-rule-words source
+	local name=$1 dsl=$2 want=$3 src=$4
+	expect "static rule: $name is rejected ($want)" '
+		printf "%s\n" "'"$src"'" >"$TMP/rule.py"
+		set +e
+		"$MKB" eval 28 --dsl '"$dsl"' --device cpu --workload smoke --json --no-store "$TMP/rule.py" >out.json
+		rc=$?
+		set -e
+		[ $rc = 1 ]
+		[ "$(field status <out.json)" = rejected ]
+		field reason <out.json | grep -q "breaks a DSL rule: '"$want"'"
+	'
+}
+rule_case "ctypes" cutedsl "no ctypes or cffi" "import ctypes
+def solve(*a):
+    return ctypes"
+rule_case "Triton" cutedsl "no Triton" "import triton.language as tl
+def solve(*a):
+    return None"
+rule_case "torch.compile" tirx "no torch.compile" "import torch
+f = torch.compile(lambda x: x)
+def solve(*a):
+    return f(a[0])"
+rule_case "the other DSL" cutedsl "no other DSL" "from tvm.script import tirx as T
+def solve(*a):
+    return None"
+rule_case "a CUDA graph" tirx "no CUDA graphs" "import torch
+def solve(*a):
+    g = torch.cuda.CUDAGraph()
+    return g"
+rule_case "subprocess" cutedsl "no subprocess" "import subprocess
+def solve(*a):
+    return subprocess.run"
+rule_case "the reference" cutedsl "no use of the reference" "from reference import reference
+def solve(*a):
+    return reference(*a)"
+
+expect 'a shipped-style kernel breaks no static rule' '
+	"$MKB" eval 28 --dsl cutedsl --device cpu --workload smoke --timed 3 --json --no-store "$TOP/tests/kernels/28_torch_ok.py" >out.json
+	[ "$(field status <out.json)" = passed ]
 '
 
 cat "$table"
