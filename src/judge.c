@@ -213,6 +213,7 @@ static json_t *build_request(const struct judge_opts *o, const struct problem *p
 			     const char *dsl, const char *kernel_abs)
 {
 	json_t *req = json_object();
+	json_object_set_new(req, "protocol", json_integer(JUDGE_PROTOCOL_VERSION));
 	json_object_set_new(req, "problem", json_integer(p->number));
 	json_object_set_new(req, "dsl", json_string(dsl));
 	json_object_set_new(req, "problem_dir", json_string(p->dir));

@@ -14,6 +14,10 @@
 #include "catalog.h"
 #include "verdict.h"
 
+/* The request/result protocol with the grader (docs/judge.md, "Protocol"):
+ * bumped whenever a field changes meaning; a grader of another version
+ * answers infra_error instead of guessing. */
+#define JUDGE_PROTOCOL_VERSION 2
 #define JUDGE_MAX_KERNEL_BYTES 300000
 #define JUDGE_TIMEOUT_S 600.0
 /* The checker's own time (reference, anchor, baseline) on top of the

@@ -49,6 +49,12 @@ def main():
     except ValueError as exc:
         channel.send({"type": "result", "status": "infra_error", "reason": f"bad request: {exc}"})
         return 0
+    from .protocol import VERSION
+    if request.get("protocol") != VERSION:
+        channel.send({"type": "result", "status": "infra_error",
+                      "reason": f"the judge speaks protocol {request.get('protocol')}, "
+                                f"this grader {VERSION}: rebuild mkb or update grader/"})
+        return 0
     from .evaluate import Evaluation
     from .wire import Peer
     try:

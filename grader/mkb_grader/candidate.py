@@ -160,7 +160,8 @@ def main():
     fd = int(os.environ.get("MKB_PEER_FD", "3"))
     peer = Peer(fd, accept_fds=True)
     runner = Runner(peer)  # imports torch: start-up, not the kernel's time
-    peer.send({"ok": True, "ready": True})
+    from .protocol import VERSION
+    peer.send({"ok": True, "ready": True, "protocol": VERSION})
     return runner.serve()
 
 

@@ -208,6 +208,10 @@ class Evaluation:
             raise Outcome("infra_error", f"the candidate process did not start: {exc}") from exc
         if not reply.get("ready"):
             raise Outcome("infra_error", "the candidate process did not announce itself")
+        from .protocol import VERSION
+        if reply.get("protocol") != VERSION:
+            raise Outcome("infra_error", f"the candidate process speaks protocol {reply.get('protocol')}, "
+                                         f"the checker {VERSION}")
 
     def hand_over(self, inputs):
         """Write inputs to the input arena (growing it when needed) and have

@@ -13,6 +13,10 @@ import time
 
 _T0 = time.monotonic()
 
+# The version of the request/result fields (src/judge.h JUDGE_PROTOCOL_VERSION;
+# docs/judge.md, "Protocol").
+VERSION = 2
+
 
 class Channel:
     def __init__(self):
