@@ -335,6 +335,10 @@ static int candidate_setup(struct candidate_setup *cs, const struct judge_opts *
 		const char *list = getenv(extra[w]);
 		for (const char *q = list; q && *q;) {
 			size_t len = strcspn(q, ":");
+			if (cs->nowned + ARRAY_SIZE(passed_env) + 4 >= ARRAY_SIZE(cs->owned)) {
+				warning("%s: trees from '%.*s' on are left out (too many)", extra[w], (int)len, q);
+				break;
+			}
 			const char *tree = own(cs, xstrfmt("%.*s", (int)len, q));
 			if (*tree && !touches_root(tree, o->root))
 				rc |= w ? sandbox_allow_write(sb, tree) : sandbox_allow_read(sb, tree);
@@ -361,10 +365,29 @@ static int candidate_setup(struct candidate_setup *cs, const struct judge_opts *
 		size_t len = strcspn(p, ":");
 		char *entry = xstrfmt("%.*s", (int)len, p);
 		char *real = realpath(entry, NULL);
+		/* room for the strings still to come: the rest is left out, said once */
+		if (real && cs->nowned + ARRAY_SIZE(passed_env) + 4 >= ARRAY_SIZE(cs->owned)) {
+			warning("candidate PYTHONPATH: entries from '%s' on are left out (too many)", entry);
+			free(real);
+			free(entry);
+			break;
+		}
+		int seen = 0;
+		for (size_t i = 0; real && i < sb->nread && !seen; i++)
+			seen = !strcmp(sb->read[i], real);
+		if (real && !seen && sb->nread >= SANDBOX_MAX_PATHS) {
+			warning("candidate PYTHONPATH: entries from '%s' on are left out (too many trees)", entry);
+			free(real);
+			free(entry);
+			break;
+		}
 		if (real && !touches_root(real, o->root)) {
 			rc |= buf_adds(&pp, ":");
 			rc |= buf_adds(&pp, real);
-			rc |= sandbox_allow_read(sb, own(cs, real));
+			if (seen)
+				free(real);
+			else
+				rc |= sandbox_allow_read(sb, own(cs, real));
 		} else {
 			free(real);
 		}
