@@ -34,6 +34,8 @@ static json_t *options_json(const struct judge_opts *o)
 	json_object_set_new(j, "gpu_index", json_integer(o->gpu));
 	json_object_set_new(j, "fixed_seed", o->seed ? json_string(o->seed) : json_null());
 	json_object_set_new(j, "rules", json_string(o->rules ? o->rules : "enforce"));
+	json_object_set_new(j, "until_ci", o->until_ci > 0 ? json_real(o->until_ci) : json_null());
+	json_object_set_new(j, "max_timed", json_integer(o->max_timed));
 	return j;
 }
 

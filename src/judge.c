@@ -41,6 +41,7 @@ void judge_opts_init(struct judge_opts *o)
 	o->timed = 50;
 	o->rechecks = 3;
 	o->rules = "enforce";
+	o->max_timed = 200;
 }
 
 /* Environment changes for every grader process; strings owned by *env_out. */
@@ -225,6 +226,10 @@ static json_t *build_request(const struct judge_opts *o, const struct problem *p
 	json_object_set_new(req, "timed", json_integer(o->timed));
 	json_object_set_new(req, "rechecks", json_integer(o->rechecks));
 	json_object_set_new(req, "timeout_s", json_real(o->timeout_s));
+	if (o->until_ci > 0) {
+		json_object_set_new(req, "until_ci", json_real(o->until_ci));
+		json_object_set_new(req, "max_timed", json_integer(o->max_timed));
+	}
 	if (o->sol_floor_ms > 0)
 		json_object_set_new(req, "sol_floor_ms", json_real(o->sol_floor_ms));
 	if (!strcmp(o->device, "cuda")) {

@@ -50,6 +50,10 @@ struct judge_opts {
 	double timeout_s;
 	long max_kernel_bytes;
 	int draws, warmup, timed, rechecks;
+	double until_ci;         /* (ours) > 0: more timed calls while the kernel
+				    median's 95% interval is wider than this share
+				    of it, up to max_timed; 0: the paper's count */
+	int max_timed;
 	const char *seed;        /* fixed seed (tests), or NULL for OS entropy */
 	const char *rules;       /* "enforce" (default): the DSL rules' static checks
 				    reject a kernel; "paper": stated, not enforced,

@@ -33,6 +33,11 @@ int judge_flag(int c, const char *arg, struct judge_opts *o)
 			return error("--seed wants a non-negative integer, not '%s'", arg);
 		o->seed = arg;
 		return 1;
+	case JUDGE_OPT_UNTIL_CI:
+		if (parse_positive_double(arg, &o->until_ci) < 0 || o->until_ci >= 1)
+			return error("--until-ci wants a share in (0, 1), e.g. 0.01, not '%s'", arg);
+		return 1;
+	case JUDGE_OPT_MAX_TIMED: return int_flag("--max-timed", arg, 1, 100000, &o->max_timed);
 	case JUDGE_OPT_RULES:
 		if (strcmp(arg, "enforce") && strcmp(arg, "paper"))
 			return error("--rules is enforce or paper, not '%s'", arg);

@@ -11,7 +11,7 @@
 enum {
 	JUDGE_OPT_DEVICE = 512, JUDGE_OPT_GPU, JUDGE_OPT_TIMEOUT, JUDGE_OPT_PYTHON, JUDGE_OPT_DRAWS,
 	JUDGE_OPT_WARMUP, JUDGE_OPT_TIMED, JUDGE_OPT_RECHECKS, JUDGE_OPT_SEED, JUDGE_OPT_MAX_BYTES,
-	JUDGE_OPT_RULES,
+	JUDGE_OPT_RULES, JUDGE_OPT_UNTIL_CI, JUDGE_OPT_MAX_TIMED,
 };
 
 /* Entries for a getopt_long table. */
@@ -26,7 +26,9 @@ enum {
 	{"rechecks", required_argument, NULL, JUDGE_OPT_RECHECKS},                   \
 	{"seed", required_argument, NULL, JUDGE_OPT_SEED},                           \
 	{"max-kernel-bytes", required_argument, NULL, JUDGE_OPT_MAX_BYTES},                \
-	{"rules", required_argument, NULL, JUDGE_OPT_RULES}
+	{"rules", required_argument, NULL, JUDGE_OPT_RULES},                        \
+	{"until-ci", required_argument, NULL, JUDGE_OPT_UNTIL_CI},                  \
+	{"max-timed", required_argument, NULL, JUDGE_OPT_MAX_TIMED}
 
 /* The help lines of those flags. */
 #define JUDGE_FLAGS_HELP                                                                    \
@@ -41,7 +43,10 @@ enum {
 	"  --seed N              fixed seed for every draw (tests only)\n"                  \
 	"  --max-kernel-bytes N  size limit of the kernel file (300000)\n"                 \
 	"  --rules enforce|paper DSL rules checked in the source before it runs (enforce),\n" \
-	"                        or stated only, as the published benchmark (paper)\n"
+	"                        or stated only, as the published benchmark (paper)\n"       \
+	"  --until-ci F          more timed calls, 10 at a time, while the kernel median's\n" \
+	"                        95% interval is wider than +-F of it (e.g. 0.01; off)\n"    \
+	"  --max-timed N         at most this many timed calls with --until-ci (200)\n"
 
 /* Apply option c (from JUDGE_LONG_OPTIONS) with its argument to o.
  * Returns 1 when applied, 0 when c is not a judge flag, -1 on a bad value

@@ -2,6 +2,7 @@
 the checker runs in this process, the candidate in a child process that is
 reused across evaluations (started again if it died). No confinement: that
 is the judge's (src/sandbox.c); use `mkb eval` for anything untrusted."""
+import atexit
 import os
 import socket
 import subprocess
@@ -16,6 +17,7 @@ GRADER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 class LocalCandidate:
     def __init__(self):
         self.child = self.peer = None
+        atexit.register(self.close)  # no candidate process outlives its user
 
     def _start(self):
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -158,6 +158,16 @@ expect 'the feedback of a pass shows each median with its 95% interval' '
 	grep -Eq "^Speedup: [0-9.]+x \(95% CI [0-9.]+ - [0-9.]+\)$" fb.txt
 '
 
+expect '--until-ci adds timed calls while the interval is wide, up to --max-timed' '
+	evaljson 28 28_torch_ok.py --timed 20 --until-ci 0.000001 --max-timed 40
+	[ "$(field timed_calls <out.json)" = 40 ]
+	[ "$(field outputs_checked <out.json)" = 45 ] # 5 draws + 40 timed calls, every one checked
+	evaljson 28 28_torch_ok.py --timed 20 --until-ci 0.99
+	[ "$(field timed_calls <out.json)" = 20 ]
+	evaljson 28 28_torch_ok.py --timed 12
+	[ "$(field timed_calls <out.json)" = 12 ] # off by default: the paper count
+'
+
 expect 'a crash shows the stage and the output tail' '
 	"$MKB" eval 28 --dsl cutedsl $FAST "$K/28_segv.py" >fb.txt || true
 	grep -q "^Status: crashed" fb.txt
