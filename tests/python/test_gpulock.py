@@ -69,6 +69,7 @@ class GpuLockTest(unittest.TestCase):
         finally:
             holder.kill()
             holder.wait()
+            holder.stdout.close()
         self.assertFalse(mine.others())
         mine.release()
 
