@@ -193,9 +193,11 @@ static unsigned enter_namespaces(const struct sandbox *sb)
 		id_map_line(line, uid);
 		if (write_file("/proc/self/uid_map", line) < 0)
 			return want; /* unmapped: still confined, but mounts will fail */
-		write_file("/proc/self/setgroups", "deny");
+		/* A group mapping that fails leaves the overflow group: still
+		 * confined, only group-readable files are lost; nothing to undo. */
 		id_map_line(line, gid);
-		write_file("/proc/self/gid_map", line);
+		if (write_file("/proc/self/setgroups", "deny") == 0)
+			(void)write_file("/proc/self/gid_map", line);
 	}
 	if (want & SB_MOUNTNS) {
 		/* Our mounts (the new /proc) must not propagate back to the host. */
@@ -205,7 +207,7 @@ static unsigned enter_namespaces(const struct sandbox *sb)
 	return want;
 }
 
-/* Wait for pid and pass its wait status on to fd (-1: none). */
+/* Wait for pid; its wait status, or -1. */
 static int wait_status(pid_t pid)
 {
 	int status;
