@@ -134,6 +134,18 @@ int llm_json_set_string(json_t *obj, const char *key, const char *value)
 	return json_object_set_new(obj, key, json_string(value)); /* NULL (bad UTF-8): -1 */
 }
 
+char *llm_json_finish(json_t *o, int rc, const char **why)
+{
+	char *s = NULL;
+	if (rc)
+		*why = "out of memory";
+	/* 15 digits: 0.2 goes out as 0.2, not 0.20000000000000001. */
+	else if (!(s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))))
+		*why = "out of memory";
+	json_decref(o);
+	return s;
+}
+
 json_t *llm_json_messages(const struct llm_conversation *c, int with_system)
 {
 	json_t *a = json_array();

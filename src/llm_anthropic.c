@@ -16,12 +16,12 @@ static char *anthropic_request(const struct llm_model *m, const char *base_url,
 	(void)base_url;
 	json_t *o = json_object();
 	json_t *msgs = llm_json_messages(c, 0);
-	char *s = NULL;
 	if (!msgs || llm_json_set_string(o, "model", m->name) < 0 ||
 	    (c->system && llm_json_set_string(o, "system", c->system) < 0)) {
 		json_decref(msgs);
+		json_decref(o);
 		*why = "text that is not valid UTF-8";
-		goto out;
+		return NULL;
 	}
 	int rc = json_object_set_new(o, "max_tokens",
 				     json_integer(d->max_tokens > 0 ? d->max_tokens : LLM_ANTHROPIC_MAX_TOKENS));
@@ -30,17 +30,7 @@ static char *anthropic_request(const struct llm_model *m, const char *base_url,
 		rc |= json_object_set_new(o, "temperature", json_real(d->temperature));
 	if (d->top_p >= 0)
 		rc |= json_object_set_new(o, "top_p", json_real(d->top_p));
-	if (rc) {
-		*why = "out of memory";
-		goto out;
-	}
-	/* 15 digits: 0.2 goes out as 0.2, not 0.20000000000000001. */
-	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
-	if (!s)
-		*why = "out of memory";
-out:
-	json_decref(o);
-	return s;
+	return llm_json_finish(o, rc, why);
 }
 
 static size_t anthropic_headers(const char *key, char *lines[LLM_MAX_HEADERS])

@@ -12,11 +12,11 @@ static char *openai_request(const struct llm_model *m, const char *base_url,
 {
 	json_t *o = json_object();
 	json_t *msgs = llm_json_messages(c, 1);
-	char *s = NULL;
 	if (!msgs || llm_json_set_string(o, "model", m->name) < 0) {
 		json_decref(msgs);
+		json_decref(o);
 		*why = "text that is not valid UTF-8";
-		goto out;
+		return NULL;
 	}
 	int rc = json_object_set_new(o, "messages", msgs);
 	if (d->temperature >= 0)
@@ -28,17 +28,7 @@ static char *openai_request(const struct llm_model *m, const char *base_url,
 	if (d->max_tokens > 0)
 		rc |= json_object_set_new(o, strstr(base_url, "://api.openai.com") ? "max_completion_tokens"
 						: "max_tokens", json_integer(d->max_tokens));
-	if (rc) {
-		*why = "out of memory";
-		goto out;
-	}
-	/* 15 digits: 0.2 goes out as 0.2, not 0.20000000000000001. */
-	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
-	if (!s)
-		*why = "out of memory";
-out:
-	json_decref(o);
-	return s;
+	return llm_json_finish(o, rc, why);
 }
 
 static size_t openai_headers(const char *key, char *lines[LLM_MAX_HEADERS])

@@ -52,6 +52,10 @@ int llm_json_set_string(json_t *obj, const char *key, const char *value);
 /* The turns as [{"role", "content"}], the system text first as a "system"
  * turn when with_system; NULL when some text is not valid UTF-8. */
 json_t *llm_json_messages(const struct llm_conversation *c, int with_system);
+/* The request body of a provider's built object o (consumed): compact JSON,
+ * reals to 15 digits; NULL with *why when building failed (rc != 0) or the
+ * dump did. */
+char *llm_json_finish(json_t *o, int rc, const char **why);
 /* A string field of obj, or NULL. */
 const char *llm_json_str(json_t *obj, const char *key);
 
