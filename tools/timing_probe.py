@@ -1,0 +1,129 @@
+"""Why does the trusted judge time honest kernels ~0.1 ms slower than the old
+in-process judge (results/h200-judge-trusted.md)? One process, one shipped
+kernel, CUDA events around each call exactly as the judge takes them, under
+the conditions that differ between the two judges, side by side:
+
+  made       inputs made on the GPU by make_inputs just before the call (old judge)
+  copied     inputs copied in from pinned host memory just before the call (new judge)
+  copied+k   as copied, then one small kernel of ours (the new judge's prepare)
+  2nd ctx    as made, while a second process holds an idle CUDA context
+  2nd busy   as made, the second process having just run a kernel before each call
+
+    python tools/timing_probe.py [--problem-dir problems/mlp_norm/28_fused_add_rmsnorm]
+        [--kernel solutions/28_fused_add_rmsnorm/tirx/kernel.py] [--calls 50]
+
+Prints one row per condition (median and quartiles of the events, ms) and
+the ratio to "made". Needs a GPU; no mkb, no sandbox (the judge's sandbox is
+measured by running mkb eval with MKB_SANDBOX_OFF instead)."""
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "grader"))
+
+from mkb_grader.problem import Problem  # noqa: E402
+
+SECOND = r"""
+import sys, time, torch
+torch.ones(1, device="cuda").add_(1); torch.cuda.synchronize()
+print("ready", flush=True)
+for line in sys.stdin:
+    if line.strip() == "kick":
+        torch.ones(1 << 20, device="cuda").mul_(2); torch.cuda.synchronize()
+    print("done", flush=True)
+"""
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location("kernel", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    spec.loader.exec_module(mod)
+    return mod.solve
+
+
+def timed(solve, inputs):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    solve(*inputs)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
+
+
+def to_pinned(inputs):
+    return [t.cpu().pin_memory() if isinstance(t, torch.Tensor) else t for t in inputs]
+
+
+def from_pinned(host):
+    out = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda").copy_(t)
+           if isinstance(t, torch.Tensor) else t for t in host]
+    torch.cuda.synchronize()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problem-dir", default=os.path.join(ROOT, "problems/mlp_norm/28_fused_add_rmsnorm"))
+    ap.add_argument("--kernel", default=os.path.join(ROOT, "solutions/28_fused_add_rmsnorm/tirx/kernel.py"))
+    ap.add_argument("--workload", default="visible")
+    ap.add_argument("--calls", type=int, default=50)
+    args = ap.parse_args()
+    problem = Problem(args.problem_dir, args.workload)
+    solve = load(args.kernel)
+    for s in range(10):  # compile and warm up
+        timed(solve, problem.make_inputs(1000 + s, "cuda")[1])
+
+    second = None
+
+    def condition(name):
+        nonlocal second
+        ms = []
+        for i in range(args.calls):
+            inputs = problem.make_inputs(i, "cuda")[1]
+            if name.startswith("copied"):
+                host = to_pinned(inputs)
+                del inputs
+                inputs = from_pinned(host)
+                if name == "copied+k":
+                    torch.ones(1, device="cuda").add_(1)
+                    torch.cuda.synchronize()
+            if name == "2nd busy":
+                second.stdin.write("kick\n")
+                second.stdin.flush()
+                second.stdout.readline()
+            ms.append(timed(solve, inputs))
+        return ms
+
+    rows = {}
+    for name in ("made", "copied", "copied+k"):
+        rows[name] = condition(name)
+    second = subprocess.Popen([sys.executable, "-c", SECOND], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    second.stdout.readline()
+    for name in ("2nd ctx", "2nd busy"):
+        rows[name] = condition(name)
+    second.stdin.close()
+    second.wait()
+
+    base = statistics.median(rows["made"])
+    print(f"{torch.cuda.get_device_name()}  {os.path.relpath(args.kernel, ROOT)}  "
+          f"{args.calls} calls each  ({time.strftime('%Y-%m-%d %H:%M:%S')} UTC)")
+    print("| condition | median ms | q1 | q3 | / made |")
+    print("|---|---|---|---|---|")
+    for name, ms in rows.items():
+        q1, med, q3 = statistics.quantiles(ms, n=4)
+        print(f"| {name} | {statistics.median(ms):.4f} | {q1:.4f} | {q3:.4f} | "
+              f"{statistics.median(ms) / base:.2f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
