@@ -38,7 +38,7 @@ char *feedback_format(const struct verdict *v, const struct submission_ctx *sub,
 		buf_printf(&b, "Submissions left: %d, minutes left: %.1f\n", sub->limit - sub->index,
 			   sub->minutes_left);
 	if (device && !strcmp(device, "cpu"))
-		buf_adds(&b, "Note: CPU test mode; DSL rules are not checked and times are CPU times.\n");
+		buf_adds(&b, "Note: CPU test mode; the run-time DSL rules are not checked and times are CPU times.\n");
 	buf_printf(&b, "Status: %s\n", verdict_status_name(v->status));
 	if (v->status == VERDICT_REJECTED || v->status == VERDICT_INFRA_ERROR) {
 		buf_printf(&b, "Not graded: %s\n", v->reason);
