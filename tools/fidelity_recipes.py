@@ -92,6 +92,18 @@ spec(31, "31_groupnorm_sd15_fp32.json",
       I(None, "float")],  # the module constant EPS is passed; the parameter name is hidden
      dtype_source="recipe name suffix _fp32")
 
+spec(29, "29_gelu_feedforward_flux_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_DIM": "dim", "MLP_HIDDEN_DIM": "hidden"},
+     [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_DIM")),
+      I(None, "float32", ("MLP_HIDDEN_DIM", "HIDDEN_DIM")), I(None, "float32", ("MLP_HIDDEN_DIM",)),
+      I(None, "float32", ("HIDDEN_DIM", "MLP_HIDDEN_DIM")), I(None, "float32", ("HIDDEN_DIM",))])
+
+spec(32, "32_swiglu_mlp_parakeet_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate"},
+     [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "float32", ("INTERMEDIATE_SIZE_X2", "HIDDEN_SIZE")),
+      I(None, "float32", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE"))])
+
 # ---------------------------------------------------------------- moe
 spec(51, "51_sparse_expert_dispatch_combine_gptoss_fp32.json",
      {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
