@@ -104,6 +104,14 @@ spec(32, "32_swiglu_mlp_parakeet_fp32.json",
       I(None, "float32", ("INTERMEDIATE_SIZE_X2", "HIDDEN_SIZE")),
       I(None, "float32", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE"))])
 
+spec(30, "30_gelu_grn_mlp_convnextv2_fp32.json",
+     {"BATCH_SIZE": "batch", "HEIGHT": "height", "WIDTH": "width", "DIM": "dim", "HIDDEN_DIM": "hidden"},
+     [I(None, "float32", ("BATCH_SIZE", "HEIGHT", "WIDTH", "DIM")),
+      I(None, "float32", ("HIDDEN_DIM", "DIM")), I(None, "float32", ("HIDDEN_DIM",)),
+      I(None, "float32"), I(None, "float32"),  # [.., HIDDEN_DIM]: the leading dims are hidden
+      I(None, "float32", ("DIM", "HIDDEN_DIM")), I(None, "float32", ("DIM",)),
+      I(None, "float")])  # eps 1e-06 passed as an input
+
 # ---------------------------------------------------------------- moe
 spec(51, "51_sparse_expert_dispatch_combine_gptoss_fp32.json",
      {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
