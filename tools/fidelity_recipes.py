@@ -112,6 +112,16 @@ spec(30, "30_gelu_grn_mlp_convnextv2_fp32.json",
       I(None, "float32", ("DIM", "HIDDEN_DIM")), I(None, "float32", ("DIM",)),
       I(None, "float")])  # eps 1e-06 passed as an input
 
+spec(33, "33_residual_rmsnorm_swiglu_mlp_hermes_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate"},
+     [I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("HIDDEN_SIZE",)),
+      I(None, "bfloat16", ("INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE")),
+      I(None, "float")])  # eps 1e-05 passed as an input
+
 # ---------------------------------------------------------------- moe
 spec(51, "51_sparse_expert_dispatch_combine_gptoss_fp32.json",
      {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
