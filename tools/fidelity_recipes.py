@@ -92,6 +92,36 @@ spec(31, "31_groupnorm_sd15_fp32.json",
       I(None, "float")],  # the module constant EPS is passed; the parameter name is hidden
      dtype_source="recipe name suffix _fp32")
 
+spec(29, "29_gelu_feedforward_flux_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_DIM": "dim", "MLP_HIDDEN_DIM": "hidden"},
+     [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_DIM")),
+      I(None, "float32", ("MLP_HIDDEN_DIM", "HIDDEN_DIM")), I(None, "float32", ("MLP_HIDDEN_DIM",)),
+      I(None, "float32", ("HIDDEN_DIM", "MLP_HIDDEN_DIM")), I(None, "float32", ("HIDDEN_DIM",))])
+
+spec(32, "32_swiglu_mlp_parakeet_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate"},
+     [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "float32", ("INTERMEDIATE_SIZE_X2", "HIDDEN_SIZE")),
+      I(None, "float32", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE"))])
+
+spec(30, "30_gelu_grn_mlp_convnextv2_fp32.json",
+     {"BATCH_SIZE": "batch", "HEIGHT": "height", "WIDTH": "width", "DIM": "dim", "HIDDEN_DIM": "hidden"},
+     [I(None, "float32", ("BATCH_SIZE", "HEIGHT", "WIDTH", "DIM")),
+      I(None, "float32", ("HIDDEN_DIM", "DIM")), I(None, "float32", ("HIDDEN_DIM",)),
+      I(None, "float32"), I(None, "float32"),  # [.., HIDDEN_DIM]: the leading dims are hidden
+      I(None, "float32", ("DIM", "HIDDEN_DIM")), I(None, "float32", ("DIM",)),
+      I(None, "float")])  # eps 1e-06 passed as an input
+
+spec(33, "33_residual_rmsnorm_swiglu_mlp_hermes_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate"},
+     [I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("HIDDEN_SIZE",)),
+      I(None, "bfloat16", ("INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE")),
+      I(None, "float")])  # eps 1e-05 passed as an input
+
 # ---------------------------------------------------------------- moe
 spec(51, "51_sparse_expert_dispatch_combine_gptoss_fp32.json",
      {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",

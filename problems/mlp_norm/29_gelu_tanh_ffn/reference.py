@@ -25,7 +25,7 @@ def make_inputs(batch, seq, dim, hidden, *, seed, device="cuda"):
         return scale * torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
     x = draw(batch, seq, dim)
     w1 = draw(hidden, dim, scale=dim ** -0.5)
-    b1 = draw(hidden, scale=0.1)
+    b1 = draw(hidden)
     w2 = draw(dim, hidden, scale=hidden ** -0.5)
-    b2 = draw(dim, scale=0.1)
+    b2 = draw(dim)
     return x, w1, b1, w2, b2

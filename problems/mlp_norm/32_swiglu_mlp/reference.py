@@ -1,15 +1,17 @@
 """Problem 32: SwiGLU MLP in fp32 (SOL-ExecBench style).
 
-down( silu(x @ W_gate^T) * (x @ W_up^T) ): the feed-forward block of a
-LLaMA-style decoder, batch 64 x 128 tokens, hidden 1024, intermediate 4096.
+One fused gate-up projection, SiLU gating, then the down projection:
+down( silu(x Wg^T) * (x Wu^T) ) with [Wg; Wu] stored as one [2I, H] matrix,
+batch 64 x 128 tokens, hidden 1024, intermediate 4096.
 """
 import torch
 
 
-def reference(x, w_gate, w_up, w_down):
-    gate = torch.nn.functional.silu(x @ w_gate.T)
-    up = x @ w_up.T
-    return (gate * up) @ w_down.T
+def reference(x, w_gate_up, w_down):
+    gate_up = x @ w_gate_up.T
+    gate, up = gate_up.chunk(2, dim=-1)
+    h = torch.nn.functional.silu(gate) * up
+    return h @ w_down.T
 
 
 def make_inputs(batch, seq, hidden, intermediate, *, seed, device="cuda"):
@@ -17,7 +19,6 @@ def make_inputs(batch, seq, hidden, intermediate, *, seed, device="cuda"):
     def draw(*shape, scale=1.0):
         return scale * torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
     x = draw(batch, seq, hidden)
-    w_gate = draw(intermediate, hidden, scale=hidden ** -0.5)
-    w_up = draw(intermediate, hidden, scale=hidden ** -0.5)
+    w_gate_up = draw(2 * intermediate, hidden, scale=hidden ** -0.5)
     w_down = draw(hidden, intermediate, scale=intermediate ** -0.5)
-    return x, w_gate, w_up, w_down
+    return x, w_gate_up, w_down

@@ -282,10 +282,11 @@ def _gemm(a, b0, b1, c, swiglu):
         _call(fn, (a[start:end], b0, b1, c[start:end]))
 
 
-def solve(x, w_gate, w_up, w_down):
+def solve(x, w_gate_up, w_down):
     assert x.is_cuda
     *lead, hidden = x.shape
-    inter = w_gate.shape[0]
+    inter = w_gate_up.shape[0] // 2
+    w_gate, w_up = w_gate_up[:inter], w_gate_up[inter:]   # fused [2I, H]: gate rows first
     x2 = _prep(x.reshape(-1, hidden))
     m = x2.shape[0]
     out = torch.empty((m, hidden), dtype=torch.float32, device=x.device)
