@@ -92,6 +92,13 @@ spec(31, "31_groupnorm_sd15_fp32.json",
       I(None, "float")],  # the module constant EPS is passed; the parameter name is hidden
      dtype_source="recipe name suffix _fp32")
 
+spec(40, "40_magnitude_normalized_collapse_gemma3n_e2b_altup_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden"},
+     [I("hidden_states", "bfloat16", ("ALTUP_NUM_INPUTS", "BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("HIDDEN_SIZE", "HIDDEN_SIZE")), I(None, "bfloat16", ("HIDDEN_SIZE", "HIDDEN_SIZE")),
+      I(None, "float")],  # eps 1e-05 passed as the 4th input
+     dtype_source="make_inputs dtype=torch.bfloat16; input names hidden (hidden_states from the compute_dtype line)")
+
 # ---------------------------------------------------------------- moe
 spec(51, "51_sparse_expert_dispatch_combine_gptoss_fp32.json",
      {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
