@@ -92,6 +92,12 @@ spec(31, "31_groupnorm_sd15_fp32.json",
       I(None, "float")],  # the module constant EPS is passed; the parameter name is hidden
      dtype_source="recipe name suffix _fp32")
 
+spec(38, "38_residual_rmsnorm_backward_qwen3_4b_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden"},
+     [I("grad_output", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I("normalized"), I("rstd"),
+      I("weight", None, ("HIDDEN_SIZE",))],
+     outputs=3, dtype_source="dtypes hidden (bf16 from the recipe name suffix); 3 outputs from the tuple annotation's token layout")
+
 spec(40, "40_magnitude_normalized_collapse_gemma3n_e2b_altup_bf16.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden"},
      [I("hidden_states", "bfloat16", ("ALTUP_NUM_INPUTS", "BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
