@@ -105,6 +105,15 @@ spec(40, "40_magnitude_normalized_collapse_gemma3n_e2b_altup_bf16.json",
       I(None, "float")],  # eps 1e-05 passed as the 4th input
      dtype_source="make_inputs dtype=torch.bfloat16; input names hidden (hidden_states from the compute_dtype line)")
 
+spec(41, "41_qkv_per_head_rmsnorm_gemma3n_e4b_audio_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "heads", "HEAD_DIM": "head_dim"},
+     [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "float32", ("QKV_OUT_SIZE", "HIDDEN_SIZE")), I(None, "float32", ("QKV_OUT_SIZE", "HIDDEN_SIZE")),
+      I(None, "float32", ("QKV_OUT_SIZE", "HIDDEN_SIZE")),
+      I(None, "float32", ("HEAD_DIM",)), I(None, "float32", ("HEAD_DIM",)),
+      I(None, "float")],  # eps 1e-06 passed as the 7th input
+     outputs=3, dtype_source="make_inputs dtype=torch.float32; input names hidden")
+
 # ---------------------------------------------------------------- moe
 spec(51, "51_sparse_expert_dispatch_combine_gptoss_fp32.json",
      {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
