@@ -114,6 +114,14 @@ spec(41, "41_qkv_per_head_rmsnorm_gemma3n_e4b_audio_fp32.json",
       I(None, "float")],  # eps 1e-06 passed as the 7th input
      outputs=3, dtype_source="make_inputs dtype=torch.float32; input names hidden")
 
+spec(42, "42_shifted_embedding_dual_rmsnorm_ling_mtp_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "VOCAB_SIZE": "vocab", "HIDDEN_SIZE": "hidden"},
+     [I("input_ids"), I("hidden_states", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I("word_embeddings", None, ("VOCAB_SIZE", "HIDDEN_SIZE")), I("enorm_weight", None, ("HIDDEN_SIZE",)),
+      I("hnorm_weight", None, ("HIDDEN_SIZE",)), I("eh_proj_weight", None, ("HIDDEN_SIZE", "CONCAT_SIZE")),
+      I(None, "float")],  # RMS_NORM_EPS passed as the 7th input (its value is hidden)
+     dtype_source="dtypes hidden (bf16 from the recipe name suffix, int64 ids reconstructed)")
+
 # ---------------------------------------------------------------- moe
 spec(51, "51_sparse_expert_dispatch_combine_gptoss_fp32.json",
      {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
