@@ -98,6 +98,14 @@ spec(38, "38_residual_rmsnorm_backward_qwen3_4b_bf16.json",
       I("weight", None, ("HIDDEN_SIZE",))],
      outputs=3, dtype_source="dtypes hidden (bf16 from the recipe name suffix); 3 outputs from the tuple annotation's token layout")
 
+spec(39, "39_adaln_modulation_output_projection_flux_kontext_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "INNER_DIM": "hidden", "OUTPUT_DIM": "out_dim"},
+     [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "INNER_DIM")), I(None, "float32", ("BATCH_SIZE", "INNER_DIM")),
+      I(None, "float32", ("MODULATION_DIM", "INNER_DIM")), I(None, "float32", ("MODULATION_DIM",)),
+      I(None, "float32", ("OUTPUT_DIM", "INNER_DIM")), I(None, "float32", ("OUTPUT_DIM",)),
+      I(None, "float")],  # eps 1e-06 passed as the 7th input
+     dtype_source="make_inputs dtype=torch.float32; input names hidden")
+
 spec(40, "40_magnitude_normalized_collapse_gemma3n_e2b_altup_bf16.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden"},
      [I("hidden_states", "bfloat16", ("ALTUP_NUM_INPUTS", "BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
