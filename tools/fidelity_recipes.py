@@ -92,6 +92,14 @@ spec(31, "31_groupnorm_sd15_fp32.json",
       I(None, "float")],  # the module constant EPS is passed; the parameter name is hidden
      dtype_source="recipe name suffix _fp32")
 
+spec(37, "37_gelu_mlp_backward_step1x_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "dim", "INTERMEDIATE_SIZE": "intermediate"},
+     [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "float32", ("INTERMEDIATE_SIZE", "HIDDEN_SIZE")), I(None, "float32", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE")),
+      I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "INTERMEDIATE_SIZE")),
+      I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "INTERMEDIATE_SIZE"))],
+     outputs=5, dtype_source="make_inputs dtype=torch.float32; 5 outputs from the tuple annotation's layout")
+
 spec(38, "38_residual_rmsnorm_backward_qwen3_4b_bf16.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden"},
      [I("grad_output", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I("normalized"), I("rstd"),
