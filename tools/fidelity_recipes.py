@@ -138,6 +138,13 @@ spec(42, "42_shifted_embedding_dual_rmsnorm_ling_mtp_bf16.json",
       I(None, "float")],  # RMS_NORM_EPS passed as the 7th input (its value is hidden)
      dtype_source="dtypes hidden (bf16 from the recipe name suffix, int64 ids reconstructed)")
 
+spec(43, "43_embedding_rmsnorm_backward_jamba_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "VOCAB_SIZE": "ref:VOCAB_SIZE", "HIDDEN_SIZE": "hidden"},
+     [I("grad_output", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I("input_ids", None, ("BATCH_SIZE", "SEQ_LEN")),
+      I("hidden_states_fp32", "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I("rstd"),
+      I("norm_weight", None, ("HIDDEN_SIZE",))],
+     outputs=2, dtype_source="hidden_states_fp32 fp32 from its name; other dtypes hidden (bf16 from the recipe name suffix, int64 ids)")
+
 # ---------------------------------------------------------------- moe
 spec(51, "51_sparse_expert_dispatch_combine_gptoss_fp32.json",
      {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
