@@ -146,6 +146,20 @@ spec(43, "43_embedding_rmsnorm_backward_jamba_bf16.json",
      outputs=2, dtype_source="hidden_states_fp32 fp32 from its name; other dtypes hidden (bf16 from the recipe name suffix, int64 ids)")
 
 # ---------------------------------------------------------------- moe
+spec(48, "48_top10_shared_gate_qwen3next_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_EXPERTS": "experts",
+      "MOE_INTERMEDIATE_SIZE": "intermediate", "SHARED_EXPERT_INTERMEDIATE_SIZE": "shared_intermediate",
+      "TOP_K": "ref:TOP_K", "DECISION_MARGIN": "ref:MARGIN"},
+     [I("hidden_states", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I("router_weight", None, ("NUM_EXPERTS", "HIDDEN_SIZE")),
+      I(None, None, ("NUM_EXPERTS", "MOE_INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("NUM_EXPERTS", "MOE_INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("NUM_EXPERTS", "HIDDEN_SIZE", "MOE_INTERMEDIATE_SIZE")),
+      I(None, None, ("SHARED_EXPERT_INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("SHARED_EXPERT_INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("HIDDEN_SIZE", "SHARED_EXPERT_INTERMEDIATE_SIZE")),
+      I(None, None, ("1", "HIDDEN_SIZE"))],
+     outputs=2, dtype_source="dtypes hidden (bf16 from the recipe name suffix); 2 outputs from the tuple annotation's layout")
+
 spec(51, "51_sparse_expert_dispatch_combine_gptoss_fp32.json",
      {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
       "NUM_LOCAL_EXPERTS": "experts", "NUM_EXPERTS_PER_TOKEN": "ref:TOP_K"},
