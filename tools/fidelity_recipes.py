@@ -160,6 +160,16 @@ spec(48, "48_top10_shared_gate_qwen3next_bf16.json",
       I(None, None, ("1", "HIDDEN_SIZE"))],
      outputs=2, dtype_source="dtypes hidden (bf16 from the recipe name suffix); 2 outputs from the tuple annotation's layout")
 
+spec(50, "50_expert_parallel_execution_backward_mimo_fp32.json",
+     {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
+      "NUM_ROUTED_EXPERTS": "experts", "NUM_EXPERTS_PER_TOKEN": "top_k"},
+     [I("grad_output", None, ("NUM_TOKENS", "HIDDEN_SIZE")), I("hidden_states", None, ("NUM_TOKENS", "HIDDEN_SIZE")),
+      I("topk_indices"), I("topk_weights", None, ("NUM_TOKENS", "NUM_EXPERTS_PER_TOKEN")),
+      I(None, None, ("NUM_ROUTED_EXPERTS", "INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("NUM_ROUTED_EXPERTS", "INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("NUM_ROUTED_EXPERTS", "HIDDEN_SIZE", "INTERMEDIATE_SIZE"))],
+     outputs=5, dtype_source="dtypes hidden (fp32 from the recipe name suffix, int64 ids from argsort)")
+
 spec(51, "51_sparse_expert_dispatch_combine_gptoss_fp32.json",
      {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
       "NUM_LOCAL_EXPERTS": "experts", "NUM_EXPERTS_PER_TOKEN": "ref:TOP_K"},
