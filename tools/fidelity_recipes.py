@@ -121,8 +121,84 @@ spec(33, "33_residual_rmsnorm_swiglu_mlp_hermes_bf16.json",
       I(None, "bfloat16", ("INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
       I(None, "bfloat16", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE")),
       I(None, "float")])  # eps 1e-05 passed as an input
+spec(37, "37_gelu_mlp_backward_step1x_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "dim", "INTERMEDIATE_SIZE": "intermediate"},
+     [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "float32", ("INTERMEDIATE_SIZE", "HIDDEN_SIZE")), I(None, "float32", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE")),
+      I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "INTERMEDIATE_SIZE")),
+      I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "INTERMEDIATE_SIZE"))],
+     outputs=5, dtype_source="make_inputs dtype=torch.float32; 5 outputs from the tuple annotation's layout")
+
+spec(38, "38_residual_rmsnorm_backward_qwen3_4b_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden"},
+     [I("grad_output", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I("normalized"), I("rstd"),
+      I("weight", None, ("HIDDEN_SIZE",))],
+     outputs=3, dtype_source="dtypes hidden (bf16 from the recipe name suffix); 3 outputs from the tuple annotation's token layout")
+
+spec(39, "39_adaln_modulation_output_projection_flux_kontext_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "INNER_DIM": "hidden", "OUTPUT_DIM": "out_dim"},
+     [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "INNER_DIM")), I(None, "float32", ("BATCH_SIZE", "INNER_DIM")),
+      I(None, "float32", ("MODULATION_DIM", "INNER_DIM")), I(None, "float32", ("MODULATION_DIM",)),
+      I(None, "float32", ("OUTPUT_DIM", "INNER_DIM")), I(None, "float32", ("OUTPUT_DIM",)),
+      I(None, "float")],  # eps 1e-06 passed as the 7th input
+     dtype_source="make_inputs dtype=torch.float32; input names hidden")
+
+spec(40, "40_magnitude_normalized_collapse_gemma3n_e2b_altup_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden"},
+     [I("hidden_states", "bfloat16", ("ALTUP_NUM_INPUTS", "BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("HIDDEN_SIZE", "HIDDEN_SIZE")), I(None, "bfloat16", ("HIDDEN_SIZE", "HIDDEN_SIZE")),
+      I(None, "float")],  # eps 1e-05 passed as the 4th input
+     dtype_source="make_inputs dtype=torch.bfloat16; input names hidden (hidden_states from the compute_dtype line)")
+
+spec(41, "41_qkv_per_head_rmsnorm_gemma3n_e4b_audio_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "heads", "HEAD_DIM": "head_dim"},
+     [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "float32", ("QKV_OUT_SIZE", "HIDDEN_SIZE")), I(None, "float32", ("QKV_OUT_SIZE", "HIDDEN_SIZE")),
+      I(None, "float32", ("QKV_OUT_SIZE", "HIDDEN_SIZE")),
+      I(None, "float32", ("HEAD_DIM",)), I(None, "float32", ("HEAD_DIM",)),
+      I(None, "float")],  # eps 1e-06 passed as the 7th input
+     outputs=3, dtype_source="make_inputs dtype=torch.float32; input names hidden")
+
+spec(42, "42_shifted_embedding_dual_rmsnorm_ling_mtp_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "VOCAB_SIZE": "vocab", "HIDDEN_SIZE": "hidden"},
+     [I("input_ids"), I("hidden_states", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I("word_embeddings", None, ("VOCAB_SIZE", "HIDDEN_SIZE")), I("enorm_weight", None, ("HIDDEN_SIZE",)),
+      I("hnorm_weight", None, ("HIDDEN_SIZE",)), I("eh_proj_weight", None, ("HIDDEN_SIZE", "CONCAT_SIZE")),
+      I(None, "float")],  # RMS_NORM_EPS passed as the 7th input (its value is hidden)
+     dtype_source="dtypes hidden (bf16 from the recipe name suffix, int64 ids reconstructed)")
+
+spec(43, "43_embedding_rmsnorm_backward_jamba_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "VOCAB_SIZE": "ref:VOCAB_SIZE", "HIDDEN_SIZE": "hidden"},
+     [I("grad_output", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I("input_ids", None, ("BATCH_SIZE", "SEQ_LEN")),
+      I("hidden_states_fp32", "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I("rstd"),
+      I("norm_weight", None, ("HIDDEN_SIZE",))],
+     outputs=2, dtype_source="hidden_states_fp32 fp32 from its name; other dtypes hidden (bf16 from the recipe name suffix, int64 ids)")
 
 # ---------------------------------------------------------------- moe
+spec(48, "48_top10_shared_gate_qwen3next_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_EXPERTS": "experts",
+      "MOE_INTERMEDIATE_SIZE": "intermediate", "SHARED_EXPERT_INTERMEDIATE_SIZE": "shared_intermediate",
+      "TOP_K": "ref:TOP_K", "DECISION_MARGIN": "ref:MARGIN"},
+     [I("hidden_states", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I("router_weight", None, ("NUM_EXPERTS", "HIDDEN_SIZE")),
+      I(None, None, ("NUM_EXPERTS", "MOE_INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("NUM_EXPERTS", "MOE_INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("NUM_EXPERTS", "HIDDEN_SIZE", "MOE_INTERMEDIATE_SIZE")),
+      I(None, None, ("SHARED_EXPERT_INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("SHARED_EXPERT_INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("HIDDEN_SIZE", "SHARED_EXPERT_INTERMEDIATE_SIZE")),
+      I(None, None, ("1", "HIDDEN_SIZE"))],
+     outputs=2, dtype_source="dtypes hidden (bf16 from the recipe name suffix); 2 outputs from the tuple annotation's layout")
+
+spec(50, "50_expert_parallel_execution_backward_mimo_fp32.json",
+     {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
+      "NUM_ROUTED_EXPERTS": "experts", "NUM_EXPERTS_PER_TOKEN": "top_k"},
+     [I("grad_output", None, ("NUM_TOKENS", "HIDDEN_SIZE")), I("hidden_states", None, ("NUM_TOKENS", "HIDDEN_SIZE")),
+      I("topk_indices"), I("topk_weights", None, ("NUM_TOKENS", "NUM_EXPERTS_PER_TOKEN")),
+      I(None, None, ("NUM_ROUTED_EXPERTS", "INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("NUM_ROUTED_EXPERTS", "INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("NUM_ROUTED_EXPERTS", "HIDDEN_SIZE", "INTERMEDIATE_SIZE"))],
+     outputs=5, dtype_source="dtypes hidden (fp32 from the recipe name suffix, int64 ids from argsort)")
+
 spec(51, "51_sparse_expert_dispatch_combine_gptoss_fp32.json",
      {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
       "NUM_LOCAL_EXPERTS": "experts", "NUM_EXPERTS_PER_TOKEN": "ref:TOP_K"},
