@@ -113,6 +113,13 @@ def _nvfp4_weight(rows, cols):
             I(None, "float8_e4m3fn", ("1", rows, f"{cols} // 16")), I(None, "float")]
 
 
+spec(52, "52_attention_output_projection_qwen3vl_fp8.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "INPUT_DIM": "input_dim", "HIDDEN_SIZE": "hidden"},
+     [I("attn_output", None, ("NUM_TOKENS", "INPUT_DIM")),
+      I("o_proj_weight", None, ("HIDDEN_SIZE", "INPUT_DIM")),
+      I("o_proj_bias", None, ("HIDDEN_SIZE",))],
+     outputs=1, dtype_source="input dtypes hidden (bf16 reconstructed); output cast to attn_output.dtype")
+
 spec(57, "57_qkvo_attention_block_nova_nvfp4.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "q_heads",
       "NUM_KV_HEADS": "kv_heads", "HEAD_DIM": "head_dim", "_SF_VEC_SIZE": "ref:SF_VEC"},
