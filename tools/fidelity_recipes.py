@@ -120,6 +120,12 @@ spec(52, "52_attention_output_projection_qwen3vl_fp8.json",
       I("o_proj_bias", None, ("HIDDEN_SIZE",))],
      outputs=1, dtype_source="input dtypes hidden (bf16 reconstructed); output cast to attn_output.dtype")
 
+spec(53, "53_mlp_gate_up_projection_qwen3vl_fp8.json",
+     {"M": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate"},
+     [I("x"), I("scale_x"), I("gate_proj_weight"), I("scale_gate"), I("up_proj_weight"), I("scale_up")],
+     outputs=1, dtype_source="code / scale dtypes and shapes hidden (float8_e4m3fn codes, fp32 block scales "
+                             "reconstructed); output cast to bfloat16 (readable)")
+
 spec(57, "57_qkvo_attention_block_nova_nvfp4.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "q_heads",
       "NUM_KV_HEADS": "kv_heads", "HEAD_DIM": "head_dim", "_SF_VEC_SIZE": "ref:SF_VEC"},
