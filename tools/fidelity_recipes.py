@@ -126,6 +126,16 @@ spec(53, "53_mlp_gate_up_projection_qwen3vl_fp8.json",
      outputs=1, dtype_source="code / scale dtypes and shapes hidden (float8_e4m3fn codes, fp32 block scales "
                              "reconstructed); output cast to bfloat16 (readable)")
 
+spec(54, "54_qkv_projection_qk_norm_qwen3vl_fp8.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_ATTENTION_HEADS": "q_heads",
+      "NUM_KEY_VALUE_HEADS": "kv_heads", "HEAD_DIM": "head_dim"},
+     [I("hidden_states", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, None, ("Q_SIZE", "HIDDEN_SIZE")), I("k_weight", None, ("KV_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("KV_SIZE", "HIDDEN_SIZE")),
+      I("q_bias", None, ("Q_SIZE",)), I(None, None, ("KV_SIZE",)), I("v_bias", None, ("KV_SIZE",)),
+      I(None, None, ("HEAD_DIM",)), I("k_norm_weight", None, ("HEAD_DIM",)), I(None, "float")],
+     dtype_source="tensor dtypes hidden (bf16 reconstructed); eps 1e-05 passed as a Python float")
+
 spec(57, "57_qkvo_attention_block_nova_nvfp4.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "q_heads",
       "NUM_KV_HEADS": "kv_heads", "HEAD_DIM": "head_dim", "_SF_VEC_SIZE": "ref:SF_VEC"},
