@@ -136,6 +136,14 @@ spec(54, "54_qkv_projection_qk_norm_qwen3vl_fp8.json",
       I(None, None, ("HEAD_DIM",)), I("k_norm_weight", None, ("HEAD_DIM",)), I(None, "float")],
      dtype_source="tensor dtypes hidden (bf16 reconstructed); eps 1e-05 passed as a Python float")
 
+spec(55, "55_multimodal_embedding_projection_qwen3vl_nvfp4.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "NUM_VISION_TOKENS": "vision_tokens", "HIDDEN_SIZE": "hidden",
+      "VOCAB_SIZE": "vocab", "VISION_HIDDEN_SIZE": "vision_hidden", "_SF_VEC_SIZE": "ref:SF_VEC"},
+     [H, H, I("vision_features", None, None), H, H, I("global_decode_weight"),
+      I("vision_proj_bias"), I("vision_token_mask")],
+     dtype_source="tensor dtypes hidden (bf16 / int64 ids / bool mask reconstructed); NVFP4 weight codes, "
+                  "e4m3 scales and a float global decode as in 57/61")
+
 spec(57, "57_qkvo_attention_block_nova_nvfp4.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "q_heads",
       "NUM_KV_HEADS": "kv_heads", "HEAD_DIM": "head_dim", "_SF_VEC_SIZE": "ref:SF_VEC"},
