@@ -144,6 +144,13 @@ spec(55, "55_multimodal_embedding_projection_qwen3vl_nvfp4.json",
      dtype_source="tensor dtypes hidden (bf16 / int64 ids / bool mask reconstructed); NVFP4 weight codes, "
                   "e4m3 scales and a float global decode as in 57/61")
 
+spec(59, "59_attention_output_projection_nemotron_nvfp4.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "INPUT_DIM": "input_dim", "HIDDEN_SIZE_PADDED": "hidden_padded",
+      "_SF_VEC_SIZE": "ref:SF_VEC"},
+     [I("hidden_states", None, ("M", "INPUT_DIM")), H, H, H],
+     dtype_source="activation dtype hidden (bf16 reconstructed); weight codes/scales/float global as in 57/61; "
+                  "output in compute_dtype = promote_types(hidden_states.dtype, float32)")
+
 spec(57, "57_qkvo_attention_block_nova_nvfp4.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "q_heads",
       "NUM_KV_HEADS": "kv_heads", "HEAD_DIM": "head_dim", "_SF_VEC_SIZE": "ref:SF_VEC"},
