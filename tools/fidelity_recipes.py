@@ -151,6 +151,16 @@ spec(59, "59_attention_output_projection_nemotron_nvfp4.json",
      dtype_source="activation dtype hidden (bf16 reconstructed); weight codes/scales/float global as in 57/61; "
                   "output in compute_dtype = promote_types(hidden_states.dtype, float32)")
 
+spec(56, "56_mla_kv_compression_requant_deepseekv31_fp8.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "KV_LORA_RANK": "kv_lora_rank",
+      "KV_A_OUTPUT_DIM_PADDED": "kv_a_out_padded", "NUM_HEADS": "heads",
+      "QK_NOPE_HEAD_DIM": "ref:QK_NOPE_HEAD_DIM", "V_HEAD_DIM": "ref:V_HEAD_DIM"},
+     [I("hidden_states", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I("kv_a_proj_weight", None, ("KV_A_OUTPUT_DIM_PADDED", "HIDDEN_SIZE")),
+      I("kv_a_layernorm_weight", None, ("KV_LORA_RANK",)),
+      I("kv_b_proj_weight", None, ("KV_B_OUTPUT_DIM", "KV_LORA_RANK")), H],
+     dtype_source="tensor dtypes hidden (bf16 reconstructed); the fifth (hidden) input reconstructed as eps, a float")
+
 spec(57, "57_qkvo_attention_block_nova_nvfp4.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "q_heads",
       "NUM_KV_HEADS": "kv_heads", "HEAD_DIM": "head_dim", "_SF_VEC_SIZE": "ref:SF_VEC"},
