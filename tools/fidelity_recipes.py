@@ -161,6 +161,15 @@ spec(56, "56_mla_kv_compression_requant_deepseekv31_fp8.json",
       I("kv_b_proj_weight", None, ("KV_B_OUTPUT_DIM", "KV_LORA_RANK")), H],
      dtype_source="tensor dtypes hidden (bf16 reconstructed); the fifth (hidden) input reconstructed as eps, a float")
 
+spec(58, "58_quantized_attention_scores_qwen3_14b_nvfp4.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "NUM_ATTENTION_HEADS": "q_heads",
+      "NUM_KEY_VALUE_HEADS": "kv_heads", "HEAD_DIM": "head_dim", "_SF_VEC_SIZE": "ref:SF_VEC"},
+     [I("query_states", "bfloat16", ("BATCH_SIZE", "NUM_ATTENTION_HEADS", "SEQ_LEN", "HEAD_DIM")),
+      I("key_states", "bfloat16", ("BATCH_SIZE", "NUM_KEY_VALUE_HEADS", "SEQ_LEN", "HEAD_DIM")),
+      I("value_states", "bfloat16", ("BATCH_SIZE", "NUM_KEY_VALUE_HEADS", "SEQ_LEN", "HEAD_DIM")),
+      I("attention_mask", "bfloat16", None)],
+     dtype_source="bfloat16 readable in every randn / zeros call")
+
 spec(57, "57_qkvo_attention_block_nova_nvfp4.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "q_heads",
       "NUM_KV_HEADS": "kv_heads", "HEAD_DIM": "head_dim", "_SF_VEC_SIZE": "ref:SF_VEC"},
