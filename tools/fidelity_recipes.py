@@ -209,6 +209,18 @@ spec(64, "64_mamba_chunk_scan_segsum_granite_bf16.json",
      outputs=2)
 
 
+spec(66, "66_wkv_time_decay_stabilization_rwkv4_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "ATTENTION_HIDDEN_SIZE": "channels"},
+     [I(None, "float32", ("ATTENTION_HIDDEN_SIZE",)),
+      I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "ATTENTION_HIDDEN_SIZE")),
+      I(None, "float32", ("ATTENTION_HIDDEN_SIZE",)),
+      I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "ATTENTION_HIDDEN_SIZE")),
+      I(None, "float32", ("BATCH_SIZE", "ATTENTION_HIDDEN_SIZE")),
+      I(None, "float32", ("BATCH_SIZE", "ATTENTION_HIDDEN_SIZE")),
+      I(None, "float32", ("BATCH_SIZE", "ATTENTION_HIDDEN_SIZE"))],
+     dtype_source="recipe name suffix _fp32")
+
+
 # ================================================================ machinery
 def norm_dtype(token):
     if token is None:
