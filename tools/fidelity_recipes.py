@@ -221,6 +221,13 @@ spec(66, "66_wkv_time_decay_stabilization_rwkv4_fp32.json",
      dtype_source="recipe name suffix _fp32")
 
 
+spec(65, "65_mamba2_intra_chunk_diagonal_nemotron_nano_bf16.json",
+     {"BATCH_SIZE": "batch", "NUM_CHUNKS": "chunks", "HEAD_DIM": "head_dim", "STATE_SIZE": "state"},
+     [I(None, "bfloat16", None), I("a_cumsum", "bfloat16", None),
+      I(None, "bfloat16", None), I(None, "bfloat16", None)],
+     dtype_source="bfloat16 readable in every draw; CHUNK_SIZE, NUM_HEADS, N_GROUPS hidden (reconstructed)")
+
+
 # ================================================================ machinery
 def norm_dtype(token):
     if token is None:
