@@ -228,6 +228,20 @@ spec(65, "65_mamba2_intra_chunk_diagonal_nemotron_nano_bf16.json",
      dtype_source="bfloat16 readable in every draw; CHUNK_SIZE, NUM_HEADS, N_GROUPS hidden (reconstructed)")
 
 
+spec(63, "63_mamba2_selective_scan_nemotron_h_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "heads", "HEAD_DIM": "head_dim",
+      "SSM_STATE_SIZE": "state", "N_GROUPS": "groups", "CONV_KERNEL_SIZE": "ref:D_CONV",
+      "TIME_STEP_LIMIT_MIN": "time_step_limit_min", "TIME_STEP_LIMIT_MAX": "time_step_limit_max",
+      "LAYER_NORM_EPSILON": "layer_norm_epsilon"},
+     [I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "bfloat16", None), I(None, "bfloat16", None), I(None, "bfloat16", None),  # CONV_DIM's formula is partly hidden
+      I(None, "bfloat16", ("NUM_HEADS",)), I(None, "bfloat16", ("NUM_HEADS",)), I(None, "bfloat16", ("NUM_HEADS",)),
+      I(None, "bfloat16", ("INTERMEDIATE_SIZE",)),
+      I(None, "bfloat16", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE")),
+      I(None, "float"), I(None, "float"), I(None, "float")],
+     dtype_source="bfloat16 readable in every draw; the three limits/eps are module floats passed as inputs")
+
+
 # ================================================================ machinery
 def norm_dtype(token):
     if token is None:
