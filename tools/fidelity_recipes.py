@@ -242,6 +242,18 @@ spec(63, "63_mamba2_selective_scan_nemotron_h_bf16.json",
      dtype_source="bfloat16 readable in every draw; the three limits/eps are module floats passed as inputs")
 
 
+spec(62, "62_chunk_gated_delta_rule_qwen3next_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "NUM_K_HEADS": "qk_heads", "NUM_V_HEADS": "v_heads",
+      "HEAD_K_DIM": "head_dim", "HEAD_V_DIM": "head_dim", "CHUNK_SIZE": "ref:CHUNK", "SCALE": "scale"},
+     [I(None, "bfloat16", ("BATCH_SIZE", "NUM_K_HEADS", "SEQ_LEN", "HEAD_K_DIM")),
+      I(None, "bfloat16", ("BATCH_SIZE", "NUM_K_HEADS", "SEQ_LEN", "HEAD_K_DIM")),
+      I(None, "bfloat16", ("BATCH_SIZE", "NUM_V_HEADS", "SEQ_LEN", "HEAD_V_DIM")),
+      I(None, "bfloat16", ("BATCH_SIZE", "NUM_V_HEADS", "SEQ_LEN")),
+      I(None, "bfloat16", ("BATCH_SIZE", "NUM_V_HEADS", "SEQ_LEN")),
+      I(None, "float")],
+     dtype_source="bfloat16 readable in every draw; SCALE passed as a float")
+
+
 # ================================================================ machinery
 def norm_dtype(token):
     if token is None:
