@@ -219,6 +219,63 @@ def _nvfp4_weight(rows, cols):
             I(None, "float8_e4m3fn", ("1", rows, f"{cols} // 16")), I(None, "float")]
 
 
+spec(52, "52_attention_output_projection_qwen3vl_fp8.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "INPUT_DIM": "input_dim", "HIDDEN_SIZE": "hidden"},
+     [I("attn_output", None, ("NUM_TOKENS", "INPUT_DIM")),
+      I("o_proj_weight", None, ("HIDDEN_SIZE", "INPUT_DIM")),
+      I("o_proj_bias", None, ("HIDDEN_SIZE",))],
+     outputs=1, dtype_source="input dtypes hidden (bf16 reconstructed); output cast to attn_output.dtype")
+
+spec(53, "53_mlp_gate_up_projection_qwen3vl_fp8.json",
+     {"M": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate"},
+     [I("x"), I("scale_x"), I("gate_proj_weight"), I("scale_gate"), I("up_proj_weight"), I("scale_up")],
+     outputs=1, dtype_source="code / scale dtypes and shapes hidden (float8_e4m3fn codes, fp32 block scales "
+                             "reconstructed); output cast to bfloat16 (readable)")
+
+spec(54, "54_qkv_projection_qk_norm_qwen3vl_fp8.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_ATTENTION_HEADS": "q_heads",
+      "NUM_KEY_VALUE_HEADS": "kv_heads", "HEAD_DIM": "head_dim"},
+     [I("hidden_states", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, None, ("Q_SIZE", "HIDDEN_SIZE")), I("k_weight", None, ("KV_SIZE", "HIDDEN_SIZE")),
+      I(None, None, ("KV_SIZE", "HIDDEN_SIZE")),
+      I("q_bias", None, ("Q_SIZE",)), I(None, None, ("KV_SIZE",)), I("v_bias", None, ("KV_SIZE",)),
+      I(None, None, ("HEAD_DIM",)), I("k_norm_weight", None, ("HEAD_DIM",)), I(None, "float")],
+     dtype_source="tensor dtypes hidden (bf16 reconstructed); eps 1e-05 passed as a Python float")
+
+spec(55, "55_multimodal_embedding_projection_qwen3vl_nvfp4.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "NUM_VISION_TOKENS": "vision_tokens", "HIDDEN_SIZE": "hidden",
+      "VOCAB_SIZE": "vocab", "VISION_HIDDEN_SIZE": "vision_hidden", "_SF_VEC_SIZE": "ref:SF_VEC"},
+     [H, H, I("vision_features", None, None), H, H, I("global_decode_weight"),
+      I("vision_proj_bias"), I("vision_token_mask")],
+     dtype_source="tensor dtypes hidden (bf16 / int64 ids / bool mask reconstructed); NVFP4 weight codes, "
+                  "e4m3 scales and a float global decode as in 57/61")
+
+spec(59, "59_attention_output_projection_nemotron_nvfp4.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "INPUT_DIM": "input_dim", "HIDDEN_SIZE_PADDED": "hidden_padded",
+      "_SF_VEC_SIZE": "ref:SF_VEC"},
+     [I("hidden_states", None, ("M", "INPUT_DIM")), H, H, H],
+     dtype_source="activation dtype hidden (bf16 reconstructed); weight codes/scales/float global as in 57/61; "
+                  "output in compute_dtype = promote_types(hidden_states.dtype, float32)")
+
+spec(56, "56_mla_kv_compression_requant_deepseekv31_fp8.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "KV_LORA_RANK": "kv_lora_rank",
+      "KV_A_OUTPUT_DIM_PADDED": "kv_a_out_padded", "NUM_HEADS": "heads",
+      "QK_NOPE_HEAD_DIM": "ref:QK_NOPE_HEAD_DIM", "V_HEAD_DIM": "ref:V_HEAD_DIM"},
+     [I("hidden_states", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I("kv_a_proj_weight", None, ("KV_A_OUTPUT_DIM_PADDED", "HIDDEN_SIZE")),
+      I("kv_a_layernorm_weight", None, ("KV_LORA_RANK",)),
+      I("kv_b_proj_weight", None, ("KV_B_OUTPUT_DIM", "KV_LORA_RANK")), H],
+     dtype_source="tensor dtypes hidden (bf16 reconstructed); the fifth (hidden) input reconstructed as eps, a float")
+
+spec(58, "58_quantized_attention_scores_qwen3_14b_nvfp4.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "NUM_ATTENTION_HEADS": "q_heads",
+      "NUM_KEY_VALUE_HEADS": "kv_heads", "HEAD_DIM": "head_dim", "_SF_VEC_SIZE": "ref:SF_VEC"},
+     [I("query_states", "bfloat16", ("BATCH_SIZE", "NUM_ATTENTION_HEADS", "SEQ_LEN", "HEAD_DIM")),
+      I("key_states", "bfloat16", ("BATCH_SIZE", "NUM_KEY_VALUE_HEADS", "SEQ_LEN", "HEAD_DIM")),
+      I("value_states", "bfloat16", ("BATCH_SIZE", "NUM_KEY_VALUE_HEADS", "SEQ_LEN", "HEAD_DIM")),
+      I("attention_mask", "bfloat16", None)],
+     dtype_source="bfloat16 readable in every randn / zeros call")
+
 spec(57, "57_qkvo_attention_block_nova_nvfp4.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "q_heads",
       "NUM_KV_HEADS": "kv_heads", "HEAD_DIM": "head_dim", "_SF_VEC_SIZE": "ref:SF_VEC"},
@@ -256,6 +313,51 @@ spec(64, "64_mamba_chunk_scan_segsum_granite_bf16.json",
       I(None, "bfloat16", ("NUM_HEADS",)),
       I(None, "bfloat16", ("BATCH_SIZE", "NUM_HEADS", "HEAD_DIM", "STATE_SIZE"))],
      outputs=2)
+
+
+spec(66, "66_wkv_time_decay_stabilization_rwkv4_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "ATTENTION_HIDDEN_SIZE": "channels"},
+     [I(None, "float32", ("ATTENTION_HIDDEN_SIZE",)),
+      I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "ATTENTION_HIDDEN_SIZE")),
+      I(None, "float32", ("ATTENTION_HIDDEN_SIZE",)),
+      I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "ATTENTION_HIDDEN_SIZE")),
+      I(None, "float32", ("BATCH_SIZE", "ATTENTION_HIDDEN_SIZE")),
+      I(None, "float32", ("BATCH_SIZE", "ATTENTION_HIDDEN_SIZE")),
+      I(None, "float32", ("BATCH_SIZE", "ATTENTION_HIDDEN_SIZE"))],
+     dtype_source="recipe name suffix _fp32")
+
+
+spec(65, "65_mamba2_intra_chunk_diagonal_nemotron_nano_bf16.json",
+     {"BATCH_SIZE": "batch", "NUM_CHUNKS": "chunks", "HEAD_DIM": "head_dim", "STATE_SIZE": "state"},
+     [I(None, "bfloat16", None), I("a_cumsum", "bfloat16", None),
+      I(None, "bfloat16", None), I(None, "bfloat16", None)],
+     dtype_source="bfloat16 readable in every draw; CHUNK_SIZE, NUM_HEADS, N_GROUPS hidden (reconstructed)")
+
+
+spec(63, "63_mamba2_selective_scan_nemotron_h_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_HEADS": "heads", "HEAD_DIM": "head_dim",
+      "SSM_STATE_SIZE": "state", "N_GROUPS": "groups", "CONV_KERNEL_SIZE": "ref:D_CONV",
+      "TIME_STEP_LIMIT_MIN": "time_step_limit_min", "TIME_STEP_LIMIT_MAX": "time_step_limit_max",
+      "LAYER_NORM_EPSILON": "layer_norm_epsilon"},
+     [I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "bfloat16", None), I(None, "bfloat16", None), I(None, "bfloat16", None),  # CONV_DIM's formula is partly hidden
+      I(None, "bfloat16", ("NUM_HEADS",)), I(None, "bfloat16", ("NUM_HEADS",)), I(None, "bfloat16", ("NUM_HEADS",)),
+      I(None, "bfloat16", ("INTERMEDIATE_SIZE",)),
+      I(None, "bfloat16", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE")),
+      I(None, "float"), I(None, "float"), I(None, "float")],
+     dtype_source="bfloat16 readable in every draw; the three limits/eps are module floats passed as inputs")
+
+
+spec(62, "62_chunk_gated_delta_rule_qwen3next_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "NUM_K_HEADS": "qk_heads", "NUM_V_HEADS": "v_heads",
+      "HEAD_K_DIM": "head_dim", "HEAD_V_DIM": "head_dim", "CHUNK_SIZE": "ref:CHUNK", "SCALE": "scale"},
+     [I(None, "bfloat16", ("BATCH_SIZE", "NUM_K_HEADS", "SEQ_LEN", "HEAD_K_DIM")),
+      I(None, "bfloat16", ("BATCH_SIZE", "NUM_K_HEADS", "SEQ_LEN", "HEAD_K_DIM")),
+      I(None, "bfloat16", ("BATCH_SIZE", "NUM_V_HEADS", "SEQ_LEN", "HEAD_V_DIM")),
+      I(None, "bfloat16", ("BATCH_SIZE", "NUM_V_HEADS", "SEQ_LEN")),
+      I(None, "bfloat16", ("BATCH_SIZE", "NUM_V_HEADS", "SEQ_LEN")),
+      I(None, "float")],
+     dtype_source="bfloat16 readable in every draw; SCALE passed as a float")
 
 
 # ================================================================ machinery

@@ -4,14 +4,15 @@ Per value head, with state S [head_dim_k, head_dim_v], decay a_t = exp(g_t) and
 write strength beta_t, over the sequence:
 
     S_t = a_t * S_{t-1} + beta_t * k_t (v_t - a_t * S_{t-1}^T k_t)^T
-    o_t = S_t^T q_t * head_dim^-1/2
+    o_t = S_t^T q_t * scale
 
 q and k are L2-normalised per head first; the 4 q/k heads are shared by the 16
 value heads (v head h reads q/k head h // 4). The reference evaluates the
 recurrence chunk by chunk (64 tokens): inside a chunk the delta-rule updates
 are resolved by one unit lower-triangular solve, and the state crosses chunk
-boundaries once per chunk. Returns (out bf16, final state [batch, v_heads,
-head_dim_k, head_dim_v] in the accumulation dtype, fp32 for bf16 inputs).
+boundaries once per chunk. Inputs are head-first ([batch, heads, seq, dim],
+g and beta [batch, v_heads, seq]) with the softmax-style scale an input;
+returns out [batch, seq, v_heads, head_dim] in the value dtype.
 """
 import torch
 
@@ -23,20 +24,19 @@ def _l2norm(x):
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + L2_EPS)
 
 
-def reference(q, k, v, g, beta):
-    acc = torch.promote_types(q.dtype, torch.float32)
-    out_dtype = v.dtype
-    batch, seq, qk_heads, dk = q.shape
-    v_heads, dv = v.shape[2], v.shape[3]
+def reference(query, key, value, g, beta, scale):
+    acc = torch.promote_types(query.dtype, torch.float32)
+    out_dtype = value.dtype
+    batch, qk_heads, seq, dk = query.shape
+    v_heads, dv = value.shape[1], value.shape[3]
     rep = v_heads // qk_heads
-    scale = dk ** -0.5
 
     # [batch, heads, seq, dim], q/k heads repeated onto the v heads
-    q = (_l2norm(q.to(acc)) * scale).repeat_interleave(rep, dim=2).transpose(1, 2)
-    k = _l2norm(k.to(acc)).repeat_interleave(rep, dim=2).transpose(1, 2)
-    v = v.to(acc).transpose(1, 2)
-    g = g.to(acc).transpose(1, 2)
-    beta = beta.to(acc).transpose(1, 2)
+    q = (_l2norm(query.to(acc)) * scale).repeat_interleave(rep, dim=1)
+    k = _l2norm(key.to(acc)).repeat_interleave(rep, dim=1)
+    v = value.to(acc)
+    g = g.to(acc)
+    beta = beta.to(acc)
 
     # Pad to whole chunks: padded steps have decay 1 and beta 0, so they leave the state alone.
     pad = (-seq) % CHUNK
@@ -67,18 +67,19 @@ def reference(q, k, v, g, beta):
         to_end = torch.exp(G[..., -1:] - G)                            # [b, h, chunk]
         S = G[..., -1, None, None].exp() * S + (kc * to_end[..., None]).transpose(-1, -2) @ U
     out = torch.cat(outs, dim=2)[:, :, :seq].transpose(1, 2)
-    return out.to(out_dtype).contiguous(), S
+    return out.to(out_dtype).contiguous()
 
 
-def make_inputs(batch, seq, qk_heads, v_heads, head_dim, *, seed, device="cuda"):
+def make_inputs(batch, seq, qk_heads, v_heads, head_dim, scale, *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
+    bf16 = torch.bfloat16
     def randn(*shape):
         return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    def rand(*shape):
-        return torch.rand(*shape, generator=g, device=device, dtype=torch.float32)
-    q = randn(batch, seq, qk_heads, head_dim).to(torch.bfloat16)
-    k = randn(batch, seq, qk_heads, head_dim).to(torch.bfloat16)
-    v = randn(batch, seq, v_heads, head_dim).to(torch.bfloat16)
-    gate = torch.log(0.9 + 0.1 * rand(batch, seq, v_heads))         # log decay, decay in [0.9, 1)
-    beta = torch.sigmoid(randn(batch, seq, v_heads)).to(torch.bfloat16)
-    return q, k, v, gate, beta
+    return [
+        randn(batch, qk_heads, seq, head_dim).to(bf16),
+        randn(batch, qk_heads, seq, head_dim).to(bf16),
+        randn(batch, v_heads, seq, head_dim).to(bf16),
+        torch.empty(batch, v_heads, seq, device=device).uniform_(-0.05, 0.0, generator=g).to(bf16),
+        randn(batch, v_heads, seq).to(bf16).sigmoid(),
+        float(scale),
+    ]

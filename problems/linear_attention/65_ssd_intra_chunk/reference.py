@@ -1,51 +1,50 @@
-"""Problem 65: SSD intra-chunk diagonal block (Mamba2).
+"""Problem 65: Mamba2 SSD intra-chunk diagonal block, Nemotron Nano (SOL-ExecBench recipe).
 
-The state-space dual form splits the sequence into chunks; inside each chunk
-the output is a masked, decayed "attention" of C against B:
-
-    y[i] = sum_{j <= i} (C_i . B_j) * exp(sum_{j < s <= i} dt_s A) * dt_j * x_j
-
-for every (batch, chunk, head); head h reads B/C group h // (heads / groups).
-Inputs arrive already split into chunks; dt is positive (after softplus) and
-A negative, so every decay factor lies in (0, 1]. Only this diagonal-block term
-is computed: no state enters from earlier chunks and no D skip.
+Within each chunk: L = exp(segsum(a)) (a: per-step log decay [b, H, c, l];
+segsum_ij = sum_{j<k<=i} a_k for j <= i, -inf above the diagonal), B and C
+repeated from groups to heads, G_ij = C_i . B_j, M = G * L, and
+Y_i = sum_j M_ij x_j with x = hidden_states [b, c, l, H, D]. Computed in
+compute_dtype = promote_types(hidden_states.dtype, fp32), returned in the
+input dtype.
 """
 import torch
 
+CHUNK_SIZE = 128   # hidden in the recipe (one token); Nemotron Nano 2 chunk size, reconstructed
+NUM_HEADS = 128    # hidden in the recipe (one token); Nemotron Nano 2 Mamba heads, reconstructed
+N_GROUPS = 8       # hidden in the recipe (one token); Nemotron Nano 2 groups, reconstructed
 
-def reference(x, dt, A, B, C):
-    acc = torch.promote_types(x.dtype, torch.float32)
-    chunk = x.shape[2]
-    heads, groups = x.shape[3], B.shape[3]
-    rep = heads // groups
-    out_dtype = x.dtype
 
-    x = x.to(acc)
-    dt = dt.to(acc)                                                   # [b, c, l, H]
-    B = B.to(acc).repeat_interleave(rep, dim=3)                       # [b, c, l, H, N]
-    C = C.to(acc).repeat_interleave(rep, dim=3)
+def segment_sum(a, chunk_size):
+    """a [..., l] -> [..., l, l]: sum of a over (j, i] for j <= i, -inf elsewhere."""
+    x = a[..., None].expand(*a.shape, chunk_size)
+    mask = torch.tril(torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=a.device), diagonal=-1)
+    x = x.masked_fill(~mask, 0)
+    segsum = torch.cumsum(x, dim=-2)
+    mask = torch.tril(torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=a.device), diagonal=0)
+    return segsum.masked_fill(~mask, -torch.inf)
 
-    cum = (dt * A.to(acc)).cumsum(dim=2).permute(0, 1, 3, 2)          # [b, c, H, l]
-    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=x.device).tril()
-    decay = torch.exp((cum[..., :, None] - cum[..., None, :]).masked_fill(~causal, float("-inf")))
-    scores = torch.einsum("bcihn,bcjhn->bchij", C, B) * decay          # [b, c, H, l, l]
-    y = torch.einsum("bchij,bcjhp->bcihp", scores, x * dt[..., None])
-    return y.to(out_dtype).contiguous()
+
+def reference(hidden_states, a_cumsum, B, C):
+    compute_dtype = torch.promote_types(hidden_states.dtype, torch.float32)
+    chunk_size = hidden_states.shape[2]
+    num_heads = hidden_states.shape[3]
+    n_groups = B.shape[3]
+    L = torch.exp(segment_sum(a_cumsum.to(compute_dtype), chunk_size))      # [b, H, c, l, l]
+    C = C.to(compute_dtype).repeat_interleave(num_heads // n_groups, dim=3)  # [b, c, l, H, N]
+    B = B.to(compute_dtype).repeat_interleave(num_heads // n_groups, dim=3)
+    G = torch.einsum("bcihn,bcjhn->bcijh", C, B)                            # [b, c, l, l, H]
+    M = G * L.permute(0, 2, 3, 4, 1)
+    y = torch.einsum("bcijh,bcjhp->bcihp", M, hidden_states.to(compute_dtype))
+    return y.to(hidden_states.dtype).contiguous()
 
 
 def make_inputs(batch, chunks, chunk, heads, head_dim, groups, state, *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
-    def randn(*shape):
-        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    def rand(*shape):
-        return torch.rand(*shape, generator=g, device=device, dtype=torch.float32)
     bf16 = torch.bfloat16
-    x = randn(batch, chunks, chunk, heads, head_dim).to(bf16)
-    # dt = softplus(N(0,1) + dt_bias), dt_bias the inverse softplus of a log-uniform [1e-3, 1e-1] draw
-    dt0 = torch.exp(torch.log(torch.tensor(1e-3)).item() + rand(heads) * torch.log(torch.tensor(100.0)).item())
-    dt_bias = dt0 + torch.log(-torch.expm1(-dt0))
-    dt = torch.nn.functional.softplus(randn(batch, chunks, chunk, heads) + dt_bias)
-    A = -(1.0 + 15.0 * rand(heads))
-    B = randn(batch, chunks, chunk, groups, state).to(bf16)
-    C = (state ** -0.5 * randn(batch, chunks, chunk, groups, state)).to(bf16)
-    return x, dt, A, B, C
+    a_cumsum = torch.empty(batch, heads, chunks, chunk, device=device).uniform_(-0.02, 0.0, generator=g).to(bf16)
+    return [
+        torch.randn(batch, chunks, chunk, heads, head_dim, generator=g, device=device).to(bf16),
+        a_cumsum,
+        torch.randn(batch, chunks, chunk, groups, state, generator=g, device=device).to(bf16),
+        torch.randn(batch, chunks, chunk, groups, state, generator=g, device=device).to(bf16),
+    ]

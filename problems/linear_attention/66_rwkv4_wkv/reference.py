@@ -1,55 +1,55 @@
-"""Problem 66: RWKV-4 WKV recurrence, fp32.
+"""Problem 66: RWKV-4 WKV recurrence with exponential time decay and running-
+maximum stabilisation, resuming from a carried-in state (SOL-ExecBench recipe).
 
-Per channel c, with decay w = -exp(time_decay) < 0 and bonus u = time_first:
-
-    wkv_t = (sum_{i<t} exp(w (t-1-i) + k_i) v_i + exp(u + k_t) v_t)
-          / (sum_{i<t} exp(w (t-1-i) + k_i)      + exp(u + k_t))
-
-computed as the RWKV-4 kernel does: a per-token recurrence over the sequence
-on running numerator/denominator (a, b) scaled by a running maximum exponent p,
-so nothing overflows. All batch elements and channels advance together.
+Per channel: w = -exp(time_decay), u = time_first. For each token t:
+  out_t   = (e^(p-q) a + e^(u+k_t-q) v_t) / (e^(p-q) b + e^(u+k_t-q)),  q = max(p, u+k_t)
+  (a, b, p) <- (e^(w+p-q') a + e^(k_t-q') v_t, e^(w+p-q') b + e^(k_t-q'), q'),  q' = max(w+p, k_t)
+starting from the given (num_state, den_state, max_state). Returns the
+outputs and the final (num_state, den_state, max_state).
 """
 import torch
 
 
-def reference(time_decay, time_first, k, v):
-    acc = torch.promote_types(k.dtype, torch.float32)
-    batch, seq, channels = k.shape
-    out_dtype = v.dtype
-    w = -torch.exp(time_decay.to(acc))
-    u = time_first.to(acc)
-    k = k.to(acc)
-    v = v.to(acc)
-
-    a = torch.zeros(batch, channels, dtype=acc, device=k.device)       # scaled numerator
-    b = torch.zeros(batch, channels, dtype=acc, device=k.device)       # scaled denominator
-    p = torch.full((batch, channels), -1e38, dtype=acc, device=k.device)  # running max exponent
-    out = []
-    for t in range(seq):
-        kt, vt = k[:, t], v[:, t]
-        # output: past (a, b) plus the current token with its bonus u
-        ww = u + kt
-        q = torch.maximum(p, ww)
-        e1, e2 = torch.exp(p - q), torch.exp(ww - q)
-        out.append((e1 * a + e2 * vt) / (e1 * b + e2))
-        # state: decay the past by exp(w), add the current token
-        ww = w + p
-        q = torch.maximum(ww, kt)
-        e1, e2 = torch.exp(ww - q), torch.exp(kt - q)
-        a = e1 * a + e2 * vt
-        b = e1 * b + e2
-        p = q
-    return torch.stack(out, dim=1).to(out_dtype)
+def reference(time_decay, key, time_first, value, num_state, den_state, max_state):
+    compute_dtype = torch.promote_types(key.dtype, torch.float32)
+    batch, seq_len, channels = key.shape
+    num_state = num_state.to(compute_dtype)
+    den_state = den_state.to(compute_dtype)
+    max_state = max_state.to(compute_dtype)
+    time_decay = -torch.exp(time_decay.to(compute_dtype))
+    time_first = time_first.to(compute_dtype)
+    output = torch.zeros_like(key, dtype=compute_dtype)
+    for t in range(seq_len):
+        current_key = key[:, t].to(compute_dtype)
+        current_value = value[:, t].to(compute_dtype)
+        max_for_output = torch.maximum(max_state, current_key + time_first)
+        e1 = torch.exp(max_state - max_for_output)
+        e2 = torch.exp(current_key + time_first - max_for_output)
+        numerator = e1 * num_state + e2 * current_value
+        denominator = e1 * den_state + e2
+        output[:, t] = numerator / denominator
+        max_for_state = torch.maximum(max_state + time_decay, current_key)
+        e1 = torch.exp(max_state + time_decay - max_for_state)
+        e2 = torch.exp(current_key - max_for_state)
+        num_state = e1 * num_state + e2 * current_value
+        den_state = e1 * den_state + e2
+        max_state = max_for_state
+    return output, num_state, den_state, max_state
 
 
 def make_inputs(batch, seq, channels, *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
+    f32 = torch.float32
     def randn(*shape):
-        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    # RWKV-4 initialisation: decay speeds spread from -5 to 3 across channels, bonus ~ log(0.3)
-    ratio = torch.arange(channels, device=device, dtype=torch.float32) / max(channels - 1, 1)
-    time_decay = -5.0 + 8.0 * ratio ** 1.2 + 0.1 * randn(channels)
-    time_first = torch.log(torch.tensor(0.3)).item() + 0.5 * randn(channels)
-    k = randn(batch, seq, channels)
-    v = randn(batch, seq, channels)
-    return time_decay, time_first, k, v
+        return torch.randn(*shape, generator=g, device=device, dtype=f32)
+    def uniform(lo, hi, *shape):
+        return torch.empty(*shape, device=device, dtype=f32).uniform_(lo, hi, generator=g)
+    return [
+        uniform(-6.0, -1.0, channels),
+        randn(batch, seq, channels),
+        randn(channels) * 0.5,
+        randn(batch, seq, channels),
+        randn(batch, channels),
+        randn(batch, channels),
+        uniform(-2.0, 2.0, batch, channels),
+    ]
