@@ -14,14 +14,6 @@
 #include "sol.h"
 #include "util.h"
 
-/* A Python tree inside the repository (a venv in build/) would show the
- * candidate the repository: left out. */
-static int touches_repo(const char *path, const char *root)
-{
-	size_t r = strlen(root);
-	return !strncmp(path, root, r) && (path[r] == '/' || path[r] == '\0');
-}
-
 static json_t *options_json(const struct judge_opts *o)
 {
 	json_t *j = json_object();
@@ -71,7 +63,7 @@ static int begin_record(const char *root, const struct judge_opts *o, const stru
 	json_decref(oj);
 	struct eval_record rec = {
 		.problem = p->number, .dsl = dsl, .workload = o->workload, .device = o->device,
-		.kernel_path = kernel, .kernel_source = src, .kernel_source_len = src ? strlen(src) : 0,
+		.kernel_path = kernel, .kernel_source = src,
 		.owner_pid = (long long)getpid(), .owner_boot = boot,
 		.owner_start = proc_start_ticks((long long)getpid()),
 		.kernel_sha256 = *kernel_hash ? kernel_hash : NULL,
@@ -149,7 +141,9 @@ static void probe_python(struct grade_env *g, struct judge_opts *o)
 				*next++ = '\0';
 			if (!g->python_real)
 				g->python_real = xstrdup(line);
-			else if (n < GRADE_PYTHON_TREES && !touches_repo(line, g->root))
+			/* a tree inside the repository (a venv in build/) would
+			 * show the candidate the repository: left out */
+			else if (n < GRADE_PYTHON_TREES && !paths_within(line, g->root))
 				g->trees[n++] = xstrdup(line);
 		}
 		free(text);

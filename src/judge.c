@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "paths.h"
 #include "proc.h"
 #include "sandbox.h"
 #include "util.h"
@@ -279,14 +280,13 @@ struct candidate_setup {
 	char *scratch;           /* private writable folder, removed afterwards */
 	char *kernel_dir;
 	const char *env[ARRAY_SIZE(passed_env) + 16];
-	char *owned[ARRAY_SIZE(passed_env) + 8 + 2 * SANDBOX_MAX_PATHS];
+	char **owned;            /* strings env and sb point into */
 	size_t nowned;
 };
 
 static const char *own(struct candidate_setup *cs, char *s)
 {
-	if (cs->nowned >= ARRAY_SIZE(cs->owned))
-		BUG("candidate_setup: too many strings");
+	cs->owned = xrealloc(cs->owned, (cs->nowned + 1) * sizeof(*cs->owned));
 	return cs->owned[cs->nowned++] = s;
 }
 
@@ -294,10 +294,7 @@ static const char *own(struct candidate_setup *cs, char *s)
  * show the candidate solutions/, problems/ or the store.) */
 static int touches_root(const char *path, const char *root)
 {
-	size_t n = strlen(path), r = strlen(root);
-	if (n <= r)
-		return !strncmp(root, path, n) && (n == r || root[n] == '/' || n == 1);
-	return !strncmp(path, root, r) && path[r] == '/';
+	return paths_within(path, root) || paths_within(root, path);
 }
 
 static int candidate_setup(struct candidate_setup *cs, const struct judge_opts *o,
@@ -340,10 +337,6 @@ static int candidate_setup(struct candidate_setup *cs, const struct judge_opts *
 		const char *list = getenv(extra[w]);
 		for (const char *q = list; q && *q;) {
 			size_t len = strcspn(q, ":");
-			if (cs->nowned + ARRAY_SIZE(passed_env) + 4 >= ARRAY_SIZE(cs->owned)) {
-				warning("%s: trees from '%.*s' on are left out (too many)", extra[w], (int)len, q);
-				break;
-			}
 			const char *tree = own(cs, xstrfmt("%.*s", (int)len, q));
 			if (*tree && !touches_root(tree, o->root))
 				rc |= w ? sandbox_allow_write(sb, tree) : sandbox_allow_read(sb, tree);
@@ -369,32 +362,20 @@ static int candidate_setup(struct candidate_setup *cs, const struct judge_opts *
 	for (const char *p = caller; p && *p;) {
 		size_t len = strcspn(p, ":");
 		char *entry = xstrfmt("%.*s", (int)len, p);
-		char *real = realpath(entry, NULL);
-		/* room for the strings still to come: the rest is left out, said once */
-		if (real && cs->nowned + ARRAY_SIZE(passed_env) + 4 >= ARRAY_SIZE(cs->owned)) {
-			warning("candidate PYTHONPATH: entries from '%s' on are left out (too many)", entry);
-			free(real);
-			free(entry);
-			break;
-		}
-		int seen = 0;
-		for (size_t i = 0; real && i < sb->nread && !seen; i++)
-			seen = !strcmp(sb->read[i], real);
-		if (real && !seen && sb->nread >= SANDBOX_MAX_PATHS) {
+		const char *real = NULL;
+		char *resolved = realpath(entry, NULL);
+		if (resolved && !touches_root(resolved, o->root))
+			real = own(cs, resolved);
+		else
+			free(resolved);
+		if (real && sandbox_allow_read(sb, real) < 0) {
 			warning("candidate PYTHONPATH: entries from '%s' on are left out (too many trees)", entry);
-			free(real);
 			free(entry);
 			break;
 		}
-		if (real && !touches_root(real, o->root)) {
+		if (real) {
 			rc |= buf_adds(&pp, ":");
 			rc |= buf_adds(&pp, real);
-			if (seen)
-				free(real);
-			else
-				rc |= sandbox_allow_read(sb, own(cs, real));
-		} else {
-			free(real);
 		}
 		free(entry);
 		p += len + (p[len] == ':');
@@ -430,6 +411,7 @@ static void candidate_release(struct candidate_setup *cs)
 	free(cs->kernel_dir);
 	for (size_t i = 0; i < cs->nowned; i++)
 		free(cs->owned[i]);
+	free(cs->owned);
 	memset(cs, 0, sizeof(*cs));
 }
 

@@ -54,3 +54,11 @@ char *paths_store(const char *root)
 		return xstrdup(env);
 	return xstrfmt("%s/mkb.db", root);
 }
+
+int paths_within(const char *path, const char *dir)
+{
+	size_t d = strlen(dir);
+	if (d == 1 && dir[0] == '/')
+		return path[0] == '/';
+	return !strncmp(path, dir, d) && (path[d] == '/' || path[d] == '\0');
+}

@@ -10,5 +10,7 @@ char *paths_root(void);
 char *paths_python(const char *root);
 /* The results store: $MKB_STORE, else <root>/mkb.db. Caller frees. */
 char *paths_store(const char *root);
+/* Is path dir itself or inside it? (plain string test on absolute paths) */
+int paths_within(const char *path, const char *dir);
 
 #endif

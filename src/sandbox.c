@@ -68,20 +68,26 @@ void sandbox_init(struct sandbox *sb)
 	memset(sb, 0, sizeof(*sb));
 }
 
+/* A tree already listed is not listed again. */
+static int allow(const char **list, size_t *n, const char *path, const char *what)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp(list[i], path))
+			return 0;
+	if (*n >= SANDBOX_MAX_PATHS)
+		return error("sandbox: more than %d %s trees", SANDBOX_MAX_PATHS, what);
+	list[(*n)++] = path;
+	return 0;
+}
+
 int sandbox_allow_read(struct sandbox *sb, const char *path)
 {
-	if (sb->nread >= SANDBOX_MAX_PATHS)
-		return error("sandbox: more than %d readable trees", SANDBOX_MAX_PATHS);
-	sb->read[sb->nread++] = path;
-	return 0;
+	return allow(sb->read, &sb->nread, path, "readable");
 }
 
 int sandbox_allow_write(struct sandbox *sb, const char *path)
 {
-	if (sb->nwrite >= SANDBOX_MAX_PATHS)
-		return error("sandbox: more than %d writable trees", SANDBOX_MAX_PATHS);
-	sb->write[sb->nwrite++] = path;
-	return 0;
+	return allow(sb->write, &sb->nwrite, path, "writable");
 }
 
 int sandbox_parse_layers(const char *list, unsigned *mask)

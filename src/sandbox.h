@@ -52,7 +52,9 @@ struct sandbox {
 };
 
 void sandbox_init(struct sandbox *sb);
-/* Add a tree; paths that do not exist are skipped at apply time. -1 when full. */
+/* Add a tree (borrowed: it must outlive the sandbox; one already listed is
+ * not added twice); paths that do not exist are skipped at apply time. -1
+ * when full. */
 int sandbox_allow_read(struct sandbox *sb, const char *path);
 int sandbox_allow_write(struct sandbox *sb, const char *path);
 /* Parse a comma list of layer names ("pid,net") into a mask; -1 on an

@@ -16,7 +16,6 @@ struct eval_record {
 	const char *dsl, *workload, *device;
 	const char *kernel_path;
 	const char *kernel_source;    /* may be NULL when unreadable */
-	size_t kernel_source_len;     /* bytes of it (it may hold NUL bytes) */
 	const char *kernel_sha256;
 	const char *problem_sha256;   /* problem.json + reference.py */
 	const char *grader_sha256;    /* the grader package's sources */

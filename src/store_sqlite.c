@@ -169,8 +169,7 @@ int store_begin_evaluation(struct store *s, const struct eval_record *r, int64_t
 	b |= bind_text(st, 5, r->device);
 	b |= bind_text(st, 6, r->kernel_path);
 	b |= bind_text(st, 7, r->kernel_sha256);
-	b |= r->kernel_source ? sqlite3_bind_text(st, 8, r->kernel_source, (int)r->kernel_source_len,
-						  SQLITE_TRANSIENT) : sqlite3_bind_null(st, 8);
+	b |= bind_text(st, 8, r->kernel_source);
 	b |= bind_text(st, 9, r->problem_sha256);
 	b |= bind_text(st, 10, r->grader_sha256);
 	b |= bind_text(st, 11, r->options_json);
