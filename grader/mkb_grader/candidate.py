@@ -17,23 +17,16 @@ is imported, so start-up is not charged to the kernel's time."""
 import os
 import sys
 import time
-import traceback
 
 CUDA_ERROR_MARKERS = ("CUDA error", "CUDA_ERROR", "cudaError", "illegal memory access",
                       "illegal address", "unspecified launch failure", "misaligned address",
                       "device-side assert", "AcceleratorError")
 
 
-def describe(exc):
-    traceback.print_exception(exc, file=sys.stderr)
-    lines = str(exc).strip().splitlines()
-    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".strip()
-    return text if len(text) <= 500 else text[:500] + " ..."
-
-
 def failure(exc, where):
+    from .protocol import describe_exception
     text = f"{type(exc).__name__}: {exc}"
-    return {"error": describe(exc), "cuda": any(m in text for m in CUDA_ERROR_MARKERS),
+    return {"error": describe_exception(exc), "cuda": any(m in text for m in CUDA_ERROR_MARKERS),
             "where": where}
 
 

@@ -82,20 +82,31 @@ def allowance(expected, anchor):
     return FACTOR * max(ref_err, eps * scale)
 
 
-def check_tensor(actual, expected, anchor, where="output"):
-    """Raise Mismatch unless one output tensor passes; return (max_err, allowed)."""
-    if actual.numel() == 0:
-        return 0.0, 0.0
-    if not (expected.is_floating_point() or expected.is_complex()):
-        if not torch.equal(actual, expected):
-            bad = (actual != expected).sum().item()
-            raise Mismatch(f"{where}: {bad} of {actual.numel()} elements differ (exact output)")
-        return 0.0, 0.0
+def _check_exact(actual, expected, where):
+    """Integer and bool outputs: every element equal."""
+    if not torch.equal(actual, expected):
+        bad = (actual != expected).sum().item()
+        raise Mismatch(f"{where}: {bad} of {actual.numel()} elements differ (exact output)")
+
+
+def _finite_float64(actual, where):
+    """actual in float64; a NaN or Inf anywhere fails."""
     act = actual.detach().to(torch.float64)
     finite = torch.isfinite(act)
     if not bool(finite.all()):
         bad = (~finite).sum().item()
         raise Mismatch(f"{where}: {bad} NaN/Inf of {actual.numel()} elements")
+    return act
+
+
+def check_tensor(actual, expected, anchor, where="output"):
+    """Raise Mismatch unless one output tensor passes; return (max_err, allowed)."""
+    if actual.numel() == 0:
+        return 0.0, 0.0
+    if not (expected.is_floating_point() or expected.is_complex()):
+        _check_exact(actual, expected, where)
+        return 0.0, 0.0
+    act = _finite_float64(actual, where)
     allowed = allowance(expected, anchor)
     a = anchor.detach().to(device=act.device, dtype=torch.float64)
     diff = (act - a).abs()
@@ -162,16 +173,13 @@ def check_against_reference(actual, expected, ref_err, where="output"):
         if isinstance(e, torch.Tensor):
             if not e.is_floating_point():
                 next(floats, None)
-                if a.numel() and not torch.equal(a, e):
-                    bad = (a != e).sum().item()
-                    raise Mismatch(f"{w}: {bad} of {a.numel()} elements differ (exact output)")
+                if a.numel():
+                    _check_exact(a, e, w)
                 return
             d = next(floats, 0.0) * BOUND_HEADROOM
             if a.numel() == 0:
                 return
-            act = a.detach().to(torch.float64)
-            if not bool(torch.isfinite(act).all()):
-                raise Mismatch(f"{w}: {(~torch.isfinite(act)).sum().item()} NaN/Inf of {a.numel()} elements")
+            act = _finite_float64(a, w)
             ex = e.detach().to(device=act.device, dtype=torch.float64)
             bound = FACTOR * max(d, torch.finfo(e.dtype).eps * ex.abs().max().item()) + d
             err = (act - ex).abs().max().item()

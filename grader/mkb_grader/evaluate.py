@@ -16,12 +16,12 @@ import random
 import statistics
 import sys
 import time
-import traceback
 
 import torch
 
 from . import arena, correctness, gpulock, numerics, timing
 from .problem import Problem
+from .protocol import describe_exception
 from .wire import PeerLost, PeerTimeout, ProtocolError
 
 # The module each DSL variant's kernels import.
@@ -53,13 +53,6 @@ class Outcome(Exception):
 def fresh_seed():
     """An unpredictable 63-bit seed from the OS."""
     return int.from_bytes(os.urandom(8), "little") >> 1
-
-
-def describe_exception(exc):
-    traceback.print_exception(exc, file=sys.stderr)
-    lines = str(exc).strip().splitlines()
-    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".strip()
-    return text if len(text) <= 500 else text[:500] + " ..."
 
 
 def versions():

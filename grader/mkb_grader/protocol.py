@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+import traceback
 
 _T0 = time.monotonic()
 
@@ -45,3 +46,12 @@ def read_request(stream=None):
     if not isinstance(req, dict):
         raise ValueError("request is not a JSON object")
     return req
+
+
+def describe_exception(exc):
+    """One line for a verdict's reason; the whole traceback goes to stderr,
+    which the judge keeps as the output tail. (Checker and candidate both.)"""
+    traceback.print_exception(exc, file=sys.stderr)
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".strip()
+    return text if len(text) <= 500 else text[:500] + " ..."
