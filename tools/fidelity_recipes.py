@@ -83,6 +83,19 @@ spec(13, "13_dual_stream_joint_attention_fibo_fp32.json",
       I(None, "int")],  # the module constant IS_JOINT_BLOCK is passed; the parameter name is hidden
      dtype_source="recipe name suffix _fp32")
 
+spec(10, "10_qk_norm_rope_softcap_attention_backward_gemma3_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_ATTENTION_HEADS": "heads",
+      "NUM_KEY_VALUE_HEADS": "kv_heads", "HEAD_DIM": "head_dim"},
+     [I("grad_output", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I("hidden_states", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I("cos"), I("sin"),
+      I("q_weight", None, ("Q_PROJ_OUT", "HIDDEN_SIZE")), I("k_weight", None, ("KV_PROJ_OUT", "HIDDEN_SIZE")),
+      I("v_weight", None, ("KV_PROJ_OUT", "HIDDEN_SIZE")), I("o_weight", None, ("HIDDEN_SIZE", "Q_PROJ_OUT")),
+      I("q_norm_weight", None, ("HEAD_DIM",)), I("k_norm_weight", None, ("HEAD_DIM",)),
+      I(None, "float"), I(None, "float"), I(None, "float")],  # SCALING, ATTN_LOGIT_SOFTCAPPING, RMS_NORM_EPS
+     outputs=7, dtype_source="tensor dtypes hidden (fp32 from the recipe name suffix); the three module "
+                             "constants are passed as floats; 7 outputs from the tuple annotation's layout")
+
 # ---------------------------------------------------------------- mlp_norm
 spec(31, "31_groupnorm_sd15_fp32.json",
      {"BATCH_SIZE": "batch", "NUM_CHANNELS": "channels", "HEIGHT": "height", "WIDTH": "width",

@@ -1,76 +1,90 @@
-"""Problem 10: Gemma-3 style attention block BACKWARD, fp32 (SOL-ExecBench style).
+"""Problem 10: Gemma 3 attention core BACKWARD (QK RMS norm, RoPE, logit
+soft-cap, causal GQA, output projection), fp32 (SOL-ExecBench recipe).
 
-Forward (one decoder self-attention block, causal, grouped-query):
-    q, k, v = x Wq^T, x Wk^T, x Wv^T            split into heads of head_dim
-    q, k    = RMSNorm(q) * (1 + wq_n), RMSNorm(k) * (1 + wk_n)   per head (QK-norm)
-    q, k    = RoPE(q), RoPE(k)                   rotate-half, positions 0..seq-1
-    logits  = SOFTCAP * tanh(q k^T / sqrt(head_dim) / SOFTCAP), causal mask
-    out     = softmax(logits) v  (kv heads shared by heads // kv_heads q heads)  -> Wo
-The problem is the backward pass: given grad_out = dL/d(out), return the seven
-gradients (x, Wq, Wk, Wv, Wo, q-norm weight, k-norm weight), computed here with
-torch.autograd.
+Forward, in compute_dtype = promote_types(hidden_states.dtype, fp32):
+    q, k, v = hidden_states Wq^T, Wk^T, Wv^T        heads of head_dim
+    q, k    = RMSNorm(q) * (1 + q_norm_weight), RMSNorm(k) * (1 + k_norm_weight)
+              (Gemma RMSNorm per head, eps = rms_norm_eps)
+    q, k    = q * cos + rotate_half(q) * sin         cos/sin [batch, seq, head_dim] inputs
+    logits  = softcap * tanh(q k^T * scaling / softcap), causal mask (-inf)
+    out     = softmax(logits) v   (kv heads shared by heads // kv_heads q heads), then Wo
+Given grad_output = dL/d(out), returns the seven gradients (hidden_states,
+Wq, Wk, Wv, Wo, q_norm_weight, k_norm_weight), computed here with autograd.
+scaling, softcap and eps are inputs (Python floats), as in the public problem.
 """
 import torch
 
-EPS = 1e-6          # Gemma-3 RMSNorm eps
-SOFTCAP = 50.0      # attention logit soft-cap (Gemma-2's value; the catalog gives none)
-ROPE_THETA = 10000.0  # Gemma-3's local-layer RoPE base
+
+def _rmsnorm(x, weight, eps):
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * (1.0 + weight)
 
 
-def _rmsnorm(x, weight):
-    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + EPS) * (1.0 + weight)
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
 
-def _rope(x):
-    # x: [batch, heads, seq, head_dim]; rotate-half RoPE at positions 0..seq-1
-    seq, dim = x.shape[-2], x.shape[-1]
-    inv_freq = ROPE_THETA ** -(torch.arange(0, dim, 2, device=x.device, dtype=x.dtype) / dim)
-    angles = torch.arange(seq, device=x.device, dtype=x.dtype)[:, None] * inv_freq[None, :]
-    angles = torch.cat([angles, angles], dim=-1)
-    x1, x2 = x[..., : dim // 2], x[..., dim // 2:]
-    return x * angles.cos() + torch.cat([-x2, x1], dim=-1) * angles.sin()
-
-
-def _forward(x, w_q, w_k, w_v, w_o, q_norm_weight, k_norm_weight):
-    batch, seq, _ = x.shape
+def _forward(hidden_states, q_weight, k_weight, v_weight, o_weight, q_norm_weight, k_norm_weight,
+             cos, sin, scaling, softcap, eps):
+    batch, seq, _ = hidden_states.shape
     head_dim = q_norm_weight.shape[0]
-    heads, kv_heads = w_q.shape[0] // head_dim, w_k.shape[0] // head_dim
-    q = (x @ w_q.T).view(batch, seq, heads, head_dim).transpose(1, 2)
-    k = (x @ w_k.T).view(batch, seq, kv_heads, head_dim).transpose(1, 2)
-    v = (x @ w_v.T).view(batch, seq, kv_heads, head_dim).transpose(1, 2)
-    q = _rope(_rmsnorm(q, q_norm_weight))
-    k = _rope(_rmsnorm(k, k_norm_weight))
+    heads, kv_heads = q_weight.shape[0] // head_dim, k_weight.shape[0] // head_dim
+    q = (hidden_states @ q_weight.T).view(batch, seq, heads, head_dim)
+    k = (hidden_states @ k_weight.T).view(batch, seq, kv_heads, head_dim)
+    v = (hidden_states @ v_weight.T).view(batch, seq, kv_heads, head_dim).transpose(1, 2)
+    q = _rmsnorm(q, q_norm_weight, eps).transpose(1, 2)
+    k = _rmsnorm(k, k_norm_weight, eps).transpose(1, 2)
+    cos, sin = cos[:, None], sin[:, None]                        # [batch, 1, seq, head_dim]
+    q = q * cos + _rotate_half(q) * sin
+    k = k * cos + _rotate_half(k) * sin
     k = k.repeat_interleave(heads // kv_heads, dim=1)
     v = v.repeat_interleave(heads // kv_heads, dim=1)
-    logits = (q @ k.transpose(-1, -2)) * head_dim ** -0.5
-    logits = SOFTCAP * torch.tanh(logits / SOFTCAP)
-    causal = torch.ones(seq, seq, dtype=torch.bool, device=x.device).tril()
+    logits = (q @ k.transpose(-1, -2)) * scaling
+    logits = torch.tanh(logits / softcap) * softcap
+    causal = torch.ones(seq, seq, dtype=torch.bool, device=hidden_states.device).tril()
     logits = logits.masked_fill(~causal, float("-inf"))
-    attn = torch.softmax(logits, dim=-1) @ v                     # [batch, heads, seq, head_dim]
-    attn = attn.transpose(1, 2).reshape(batch, seq, heads * head_dim)
-    return attn @ w_o.T
+    probs = torch.softmax(logits, dim=-1, dtype=logits.dtype)
+    attn = (probs @ v).transpose(1, 2).reshape(batch, seq, heads * head_dim)
+    return attn @ o_weight.T
 
 
-def reference(x, w_q, w_k, w_v, w_o, q_norm_weight, k_norm_weight, grad_out):
-    acc = torch.promote_types(x.dtype, torch.float32)
+def reference(grad_output, hidden_states, cos, sin, q_weight, k_weight, v_weight, o_weight,
+              q_norm_weight, k_norm_weight, scaling, attn_logit_softcapping, rms_norm_eps):
+    compute_dtype = torch.promote_types(hidden_states.dtype, torch.float32)
     with torch.enable_grad():
-        params = [t.detach().to(acc).requires_grad_(True)
-                  for t in (x, w_q, w_k, w_v, w_o, q_norm_weight, k_norm_weight)]
-        out = _forward(*params)
-        grads = torch.autograd.grad(out, params, grad_out.to(acc))
-    return tuple(g.to(x.dtype) for g in grads)
+        params = [t.detach().to(compute_dtype).requires_grad_(True)
+                  for t in (hidden_states, q_weight, k_weight, v_weight, o_weight, q_norm_weight, k_norm_weight)]
+        out = _forward(*params, cos.to(compute_dtype), sin.to(compute_dtype),
+                       scaling, attn_logit_softcapping, rms_norm_eps)
+        grads = torch.autograd.grad(out, params, grad_output.to(compute_dtype))
+    return tuple(g.to(hidden_states.dtype) for g in grads)
 
 
-def make_inputs(batch, seq, hidden, heads, kv_heads, head_dim, *, seed, device="cuda"):
+def rotary_tables(batch, seq, head_dim, rope_theta, device):
+    """cos, sin [batch, seq, head_dim] at positions 0..seq-1 (rotate-half layout)."""
+    half_dim = head_dim // 2
+    inv_freq = 1.0 / (rope_theta ** (torch.arange(half_dim, device=device, dtype=torch.float32) / half_dim))
+    positions = torch.arange(seq, device=device, dtype=torch.float32)
+    freqs = torch.outer(positions, inv_freq)
+    emb = torch.cat([freqs, freqs], dim=-1)
+    cos = emb.cos()[None].expand(batch, seq, head_dim).contiguous()
+    sin = emb.sin()[None].expand(batch, seq, head_dim).contiguous()
+    return cos, sin
+
+
+def make_inputs(batch, seq, hidden, heads, kv_heads, head_dim, rope_theta, scaling, softcap, eps,
+                *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
-    def draw(*shape, scale=1.0):
-        return scale * torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    x = draw(batch, seq, hidden)
-    w_q = draw(heads * head_dim, hidden, scale=hidden ** -0.5)
-    w_k = draw(kv_heads * head_dim, hidden, scale=hidden ** -0.5)
-    w_v = draw(kv_heads * head_dim, hidden, scale=hidden ** -0.5)
-    w_o = draw(hidden, heads * head_dim, scale=(heads * head_dim) ** -0.5)
-    q_norm_weight = draw(head_dim, scale=0.1)
-    k_norm_weight = draw(head_dim, scale=0.1)
-    grad_out = draw(batch, seq, hidden)
-    return x, w_q, w_k, w_v, w_o, q_norm_weight, k_norm_weight, grad_out
+    def draw(*shape):
+        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
+    hidden_states = draw(batch, seq, hidden)
+    grad_output = draw(batch, seq, hidden)
+    q_weight = draw(heads * head_dim, hidden) / hidden ** 0.5
+    k_weight = draw(kv_heads * head_dim, hidden) / hidden ** 0.5
+    v_weight = draw(kv_heads * head_dim, hidden) / hidden ** 0.5
+    o_weight = draw(hidden, heads * head_dim) / (heads * head_dim) ** 0.5
+    q_norm_weight = 0.1 * draw(head_dim)
+    k_norm_weight = 0.1 * draw(head_dim)
+    cos, sin = rotary_tables(batch, seq, head_dim, rope_theta, device)
+    return [grad_output, hidden_states, cos, sin, q_weight, k_weight, v_weight, o_weight,
+            q_norm_weight, k_norm_weight, float(scaling), float(softcap), float(eps)]
