@@ -56,6 +56,23 @@ build/python: grader/requirements.txt tools/bootstrap.sh | $(DEBS_STAMP)
 	venv=$$(tools/bootstrap.sh) && printf '#!/bin/sh\nexec "%s/bin/python" "$$@"\n' "$$venv" > $@.tmp
 	chmod +x $@.tmp && mv $@.tmp $@
 
+# The statistics cross-check's Python (tests/python/test_stats_scipy.py):
+# numpy and SciPy in a small venv of their own, keyed by the hash of
+# tests/requirements-stats.txt as the grader's is by its file, so the
+# grader's venv (torch, several GB) is not rebuilt for a test dependency.
+build/python-stats: tests/requirements-stats.txt | $(DEBS_STAMP)
+	@mkdir -p build
+	req=tests/requirements-stats.txt; \
+	venv=$${MKB_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/mkb}/stats-venv-$$(sha256sum $$req | cut -c1-16); \
+	if [ ! -f "$$venv/.complete" ]; then \
+		echo "creating $$venv (numpy, SciPy)" >&2; mkdir -p "$$(dirname "$$venv")" && rm -rf "$$venv.tmp" && \
+		python3 -m venv "$$venv.tmp" && \
+		"$$venv.tmp/bin/python" -m pip install -q --disable-pip-version-check -r $$req >&2 && \
+		rm -rf "$$venv" && mv "$$venv.tmp" "$$venv" && touch "$$venv/.complete" || exit 1; \
+	fi; \
+	printf '#!/bin/sh\nexec "%s/bin/python" "$$@"\n' "$$venv" > $@.tmp
+	chmod +x $@.tmp && mv $@.tmp $@
+
 demo: all
 	tools/demo.sh
 
@@ -76,7 +93,7 @@ banned:
 	@if grep -nE '$(BANNED_RE)' $(SRCS) $(HDRS) $(TEST_SRCS) $(SUBMIT_SRCS); then \
 		echo "error: banned function used (see above)"; exit 1; fi
 
-check: all banned build/asan/mkb build/asan/mkb-submit build/asan/unit
+check: all banned build/asan/mkb build/asan/mkb-submit build/asan/unit build/python-stats
 	tests/run.sh
 
 # One real attempt against llama-cpp-python serving Gemma 3 270M on loopback
