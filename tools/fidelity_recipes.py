@@ -96,6 +96,14 @@ spec(10, "10_qk_norm_rope_softcap_attention_backward_gemma3_fp32.json",
      outputs=7, dtype_source="tensor dtypes hidden (fp32 from the recipe name suffix); the three module "
                              "constants are passed as floats; 7 outputs from the tuple annotation's layout")
 
+spec(11, "11_varlen_vision_attention_qwen_image_edit_bf16.json",
+     {"TOTAL_SEQ_LEN": "tokens", "NUM_SEQUENCES": "sequences", "EMBED_DIM": "embed_dim", "NUM_HEADS": "heads",
+      "HEAD_DIM": "head_dim", "ROPE_THETA": "rope_theta", "SEQ_SPLITS": "ref:SEQ_SPLITS"},
+     [I("hidden_states", None, ("TOTAL_SEQ_LEN", "EMBED_DIM")), I("cu_seqlens", "int64", None),
+      H, H, H, H, H, H],
+     dtype_source="cu_seqlens int64 from lengths (dtype int64) through cumsum; other dtypes hidden (bf16 from the "
+                  "recipe name suffix); the last six inputs' names and order hidden (8 from the return list's layout)")
+
 # ---------------------------------------------------------------- mlp_norm
 spec(31, "31_groupnorm_sd15_fp32.json",
      {"BATCH_SIZE": "batch", "NUM_CHANNELS": "channels", "HEIGHT": "height", "WIDTH": "width",
@@ -395,21 +403,29 @@ def parse_io(text):
 def safe_eval(expr, env):
     tree = ast.parse(str(expr), mode="eval")
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load,
+        if not isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Tuple,
                                  ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Pow, ast.USub, ast.Mod)):
             raise ValueError(f"unsupported expression {expr!r}")
     return eval(compile(tree, "<expr>", "eval"), {"__builtins__": {}}, dict(env))
 
 
 def public_constants(layout):
-    """Module-level NAME = value lines whose value is fully readable."""
+    """Module-level NAME = value lines whose value is fully readable (a value
+    may continue on indented lines while its brackets are open)."""
     consts = {}
-    for line in layout.splitlines():
+    lines = layout.splitlines()
+    for i, line in enumerate(lines):
         m = re.match(r"^([A-Z_][A-Z0-9_]*) = ([^\n]+)$", line)
-        if not m or HOLE in m.group(2):
+        if not m:
+            continue
+        value, j = m.group(2), i + 1
+        while value.count("(") + value.count("[") > value.count(")") + value.count("]") and j < len(lines) \
+                and lines[j].startswith(" "):
+            value, j = value + " " + lines[j].strip(), j + 1
+        if HOLE in value:
             continue
         try:
-            consts[m.group(1)] = safe_eval(m.group(2), consts)
+            consts[m.group(1)] = safe_eval(value, consts)
         except Exception:
             pass
     return consts
@@ -486,6 +502,10 @@ def check(number, public_dir, use_fake=True):
         else:
             val = params.get(ours)
             where = f"visible.{ours}"
+        if isinstance(pconst[pname], (tuple, list)):  # a readable table (captured lengths): equal as lists
+            if val is None or list(val) != list(pconst[pname]):
+                diffs.append(f"const {pname}={pconst[pname]} vs {where}={val}")
+            continue
         if val is None or (isinstance(pconst[pname], (int, float)) and not isinstance(val, (int, float))) \
                 or abs(float(val) - float(pconst[pname])) > 1e-12 * max(1.0, abs(float(pconst[pname]))):
             diffs.append(f"const {pname}={pconst[pname]} vs {where}={val}")

@@ -1,77 +1,91 @@
-"""Problem 11: variable-length vision attention with 2-D RoPE and QKV/output
-projections (SOL-ExecBench style; a SigLIP/Qwen-VL vision-encoder layer).
+"""Problem 11: variable-length vision attention with rotary embeddings, Qwen
+Image Edit 2509 vision encoder, bf16 (SOL-ExecBench recipe).
 
-Images of different sizes are packed into one token stream; cu_seqlens marks the
-segments (one image each) and attention is bidirectional within a segment only:
-    qkv = x Wqkv^T + b                      heads of HEAD_DIM
-    q, k = RoPE2D(q, pos), RoPE2D(k, pos)   pos = (row, col) of the patch in its image
-    o_s = softmax(q_s k_s^T / sqrt(HEAD_DIM)) v_s      for every segment s
-    out = o Wo^T + b_o
+Images of different sizes are packed into one token stream; cu_seqlens holds
+the cumulative END offsets of the sequences (cumsum of their lengths, no
+leading zero) and attention is bidirectional within a sequence only:
+    qkv     = F.linear(hidden_states, qkv_weight, qkv_bias)   (input dtype)
+    q, k, v = qkv as [tokens, 3, heads, head_dim]
+    q, k    = q * cos + rotate_half(q) * sin  (cos/sin [tokens, heads, head_dim] inputs; input dtype)
+    o_s     = softmax(q_s k_s^T * head_dim^-1/2 in compute_dtype).to(q dtype) v_s   per sequence s
+    out     = F.linear(o, proj_weight, proj_bias)
+compute_dtype = promote_types(hidden_states.dtype, fp32). The rotary tables
+are built from per-sequence positions (restarting at 0 in every sequence).
 """
 import torch
+import torch.nn.functional as F
 
-HEAD_DIM = 72          # 1152 / 16 heads
-ROPE_THETA = 10000.0
-
-
-def _rope_2d(x, pos):
-    # x: [tokens, heads, HEAD_DIM]; pos: [tokens, 2] (row, col).
-    # Half of the rotary frequencies follow the row, half the column; rotate-half layout.
-    dim = x.shape[-1]
-    half = dim // 2
-    inv_freq = ROPE_THETA ** -(torch.arange(0, half, 2, device=x.device, dtype=x.dtype) / half)
-    pos = pos.to(x.dtype)
-    freqs = torch.cat([pos[:, :1] * inv_freq, pos[:, 1:] * inv_freq], dim=-1)  # [tokens, half]
-    angles = torch.cat([freqs, freqs], dim=-1)[:, None, :]                     # [tokens, 1, dim]
-    x1, x2 = x[..., :half], x[..., half:]
-    return x * angles.cos() + torch.cat([-x2, x1], dim=-1) * angles.sin()
+# The captured sequence lengths of the public visible workload (fixed, authored splits).
+SEQ_SPLITS = (255, 85, 425, 170, 680, 85, 170, 340, 85, 510, 170, 255, 85, 340, 170, 425, 85, 255, 170, 85, 170, 510,
+              340, 170, 255, 170, 85, 623)
 
 
-def reference(x, cu_seqlens, positions, w_qkv, b_qkv, w_o, b_o):
-    acc = torch.promote_types(x.dtype, torch.float32)
-    tokens, dim = x.shape
-    heads = dim // HEAD_DIM
-    qkv = x.to(acc) @ w_qkv.to(acc).T + b_qkv.to(acc)
-    q, k, v = qkv.view(tokens, 3, heads, HEAD_DIM).unbind(dim=1)
-    q, k = _rope_2d(q, positions), _rope_2d(k, positions)
-    o = torch.empty(tokens, heads, HEAD_DIM, dtype=acc, device=x.device)
-    bounds = cu_seqlens.tolist()
-    for start, end in zip(bounds[:-1], bounds[1:]):
-        qs, ks, vs = (t[start:end].transpose(0, 1) for t in (q, k, v))   # [heads, len, HEAD_DIM]
-        p = torch.softmax((qs @ ks.transpose(-1, -2)) * HEAD_DIM ** -0.5, dim=-1)
-        o[start:end] = (p @ vs).transpose(0, 1)
-    out = o.reshape(tokens, dim) @ w_o.to(acc).T + b_o.to(acc)
-    return out.to(x.dtype)
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def _split(total, parts, g, device, minimum):
-    """parts integer lengths >= minimum summing to total, drawn from g."""
-    w = 0.25 + torch.rand(parts, generator=g, device=device, dtype=torch.float64)
-    extra = total - parts * minimum
-    lens = (w / w.sum() * extra).floor().long().tolist()
-    for i in range(extra - sum(lens)):
-        lens[i % parts] += 1
-    return [n + minimum for n in lens]
+def reference(hidden_states, cu_seqlens, cos, sin, qkv_weight, qkv_bias, proj_weight, proj_bias):
+    compute_dtype = torch.promote_types(hidden_states.dtype, torch.float32)
+    tokens = hidden_states.shape[0]
+    heads, head_dim = cos.shape[1], cos.shape[2]
+    qkv = F.linear(hidden_states, qkv_weight, qkv_bias)
+    q, k, v = qkv.reshape(tokens, 3, heads, head_dim).permute(1, 0, 2, 3).unbind(0)
+    q = q * cos + _rotate_half(q) * sin
+    k = k * cos + _rotate_half(k) * sin
+    q, k, v = (t.transpose(0, 1) for t in (q, k, v))                 # [heads, tokens, head_dim]
+    ends = cu_seqlens.tolist()
+    starts = [0] + ends[:-1]
+    scale = head_dim ** -0.5
+    outputs = []
+    for start, end in zip(starts, ends):
+        qs, ks, vs = q[:, start:end], k[:, start:end], v[:, start:end]
+        scores = torch.matmul(qs, ks.transpose(1, 2)) * scale
+        probs = torch.softmax(scores, dim=-1, dtype=compute_dtype).to(qs.dtype)
+        outputs.append(torch.matmul(probs, vs))
+    attn = torch.cat(outputs, dim=1).transpose(0, 1).reshape(tokens, heads * head_dim)
+    return F.linear(attn, proj_weight, proj_bias)
 
 
-def make_inputs(tokens, segments, dim, *, seed, device="cuda"):
+def seq_splits(tokens, sequences, unit, captured):
+    """Sequence lengths: the captured SEQ_SPLITS, or fixed (seed-independent)
+    authored splits of the same kind: multiples of unit, the last one taking
+    the remainder."""
+    if captured:
+        assert sum(SEQ_SPLITS) == tokens and len(SEQ_SPLITS) == sequences
+        return list(SEQ_SPLITS)
+    g = torch.Generator().manual_seed(1000003 * tokens + sequences)
+    units = tokens // unit
+    w = 1.0 + 7.0 * torch.rand(sequences, generator=g, dtype=torch.float64)
+    counts = [1 + int(c) for c in (w / w.sum() * (units - sequences)).floor().tolist()]
+    for i in range(units - sum(counts)):
+        counts[i % sequences] += 1
+    lengths = [c * unit for c in counts]
+    lengths[-1] += tokens - sum(lengths)
+    return lengths
+
+
+def make_inputs(tokens, sequences, embed_dim, heads, head_dim, rope_theta, unit, captured, sq_tokens,
+                *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
-    def draw(*shape, scale=1.0):
-        return scale * torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
-    lens = _split(tokens, segments, g, device, minimum=4)
-    cu = [0]
-    rows, cols = [], []
-    for n in lens:
-        cu.append(cu[-1] + n)
-        width = max(1, int(round(n ** 0.5)))   # patches laid out row-major on a ~square grid
-        idx = torch.arange(n, device=device)
-        rows.append(idx // width)
-        cols.append(idx % width)
-    cu_seqlens = torch.tensor(cu, dtype=torch.int32, device=device)
-    positions = torch.stack([torch.cat(rows), torch.cat(cols)], dim=-1).to(torch.int32)
-    x = draw(tokens, dim).to(torch.bfloat16)
-    w_qkv = draw(3 * dim, dim, scale=dim ** -0.5).to(torch.bfloat16)
-    b_qkv = draw(3 * dim, scale=0.1).to(torch.bfloat16)
-    w_o = draw(dim, dim, scale=dim ** -0.5).to(torch.bfloat16)
-    b_o = draw(dim, scale=0.1).to(torch.bfloat16)
-    return x, cu_seqlens, positions, w_qkv, b_qkv, w_o, b_o
+    bf16 = torch.bfloat16
+    lengths = torch.tensor(seq_splits(tokens, sequences, unit, captured), device=device, dtype=torch.int64)
+    cu_seqlens = lengths.cumsum(0)
+    starts = cu_seqlens - lengths
+    positions = (torch.arange(tokens, device=device, dtype=torch.int64)
+                 - torch.repeat_interleave(starts, lengths)).to(torch.float32)
+    half_dim = head_dim // 2
+    freq_seq = torch.arange(0, half_dim, device=device, dtype=torch.float32)
+    inv_freq = 1.0 / (rope_theta ** (freq_seq / half_dim))
+    freqs = torch.outer(positions, inv_freq)
+    emb = torch.cat([freqs, freqs], dim=-1)
+    cos = emb.cos().to(bf16)[:, None, :].expand(tokens, heads, head_dim).contiguous()
+    sin = emb.sin().to(bf16)[:, None, :].expand(tokens, heads, head_dim).contiguous()
+    def draw(*shape):
+        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
+    hidden_states = draw(tokens, embed_dim).to(bf16)
+    qkv_weight = (draw(3 * embed_dim, embed_dim) / embed_dim ** 0.5).to(bf16)
+    qkv_bias = (0.1 * draw(3 * embed_dim)).to(bf16)
+    proj_weight = (draw(embed_dim, embed_dim) / embed_dim ** 0.5).to(bf16)
+    proj_bias = (0.1 * draw(embed_dim)).to(bf16)
+    return [hidden_states, cu_seqlens, cos, sin, qkv_weight, qkv_bias, proj_weight, proj_bias]
