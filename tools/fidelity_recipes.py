@@ -104,6 +104,16 @@ spec(11, "11_varlen_vision_attention_qwen_image_edit_bf16.json",
      dtype_source="cu_seqlens int64 from lengths (dtype int64) through cumsum; other dtypes hidden (bf16 from the "
                   "recipe name suffix); the last six inputs' names and order hidden (8 from the return list's layout)")
 
+spec(12, "12_relative_position_local_attention_gemma3n_audio_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_TIMESCALES": "num_timescales"},
+     [I("hidden_states", None, ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I("mask"),
+      I("q_proj_weight", None, ("HIDDEN_SIZE", "HIDDEN_SIZE")), I("k_proj_weight", None, ("HIDDEN_SIZE", "HIDDEN_SIZE")),
+      I("v_proj_weight", None, ("HIDDEN_SIZE", "HIDDEN_SIZE")), I("pos_proj_weight", None, ("HIDDEN_SIZE", "HIDDEN_SIZE")),
+      I("per_dim_scale"), I("inv_timescales", None, ("NUM_TIMESCALES",)),
+      I(None, "float")],  # ATTENTION_LOGITS_SOFT_CAP passed as a float (value hidden)
+     outputs=1, dtype_source="tensor dtypes hidden (fp32 from the recipe name suffix, bool mask from the >= comparison); "
+                             "HEAD_DIM / MAX_BACKWARD hidden module constants (reconstructed)")
+
 # ---------------------------------------------------------------- mlp_norm
 spec(31, "31_groupnorm_sd15_fp32.json",
      {"BATCH_SIZE": "batch", "NUM_CHANNELS": "channels", "HEIGHT": "height", "WIDTH": "width",
