@@ -86,7 +86,8 @@ struct attempt {
 	const char *env[16];
 	struct terminal term;
 	struct submit_server server;
-	double t0, deadline;     /* now_ms() clock */
+	double t0, deadline;     /* now_ms() clock; moved on by judge-queue credit */
+	struct llm_client *client; /* the model's client while the agent runs (its deadline follows) */
 	int used;                /* submissions counted */
 	int tried;               /* submissions asked for */
 	struct judge_opts judge;
@@ -135,8 +136,14 @@ static json_t *grade_file(struct attempt *a, const char *kernel, const char *sub
 			  double minutes_left, char **why)
 {
 	const struct judge_opts *j = &a->judge;
-	char number[16], minutes[32], timeout[32], gpu[16];
+	char number[16], minutes[32], timeout[32], gpu[16], slots[16], gpus[JUDGE_QUEUE_MAX_GPUS * 6];
 	snprintf(number, sizeof(number), "%d", a->o->problem->number);
+	snprintf(slots, sizeof(slots), "%d", j->slots);
+	gpus[0] = '\0';
+	for (int i = 0; i < j->ngpus; i++) {
+		size_t at = strlen(gpus);
+		snprintf(gpus + at, sizeof(gpus) - at, "%s%d", i ? "," : "", j->gpus[i]);
+	}
 	snprintf(minutes, sizeof(minutes), "%.1f", minutes_left > 0 ? minutes_left : 0);
 	snprintf(timeout, sizeof(timeout), "%.0f", j->timeout_s);
 	snprintf(gpu, sizeof(gpu), "%d", j->gpu);
@@ -162,6 +169,14 @@ static json_t *grade_file(struct attempt *a, const char *kernel, const char *sub
 		argv[n++] = "--python";
 		argv[n++] = j->python;
 	}
+	if (j->slots > 0) {
+		argv[n++] = "--slots";
+		argv[n++] = slots;
+	}
+	if (j->ngpus > 0) {
+		argv[n++] = "--gpus";
+		argv[n++] = gpus;
+	}
 	if (submission) {
 		argv[n++] = "--submission";
 		argv[n++] = submission;
@@ -175,13 +190,16 @@ static json_t *grade_file(struct attempt *a, const char *kernel, const char *sub
 	c.new_group = 1;
 	struct buf out = BUF_INIT(EVAL_OUTPUT_MAX), err = BUF_INIT(4096);
 	int status = 0;
-	int rc = child_run(&c, j->timeout_s + JUDGE_GRACE_S, &out, &err, &status);
+	/* Queued behind other evaluations, mkb eval may wait for its turn
+	 * (each of those is bounded by its own timeout) before its own. */
+	double limit = j->timeout_s + JUDGE_GRACE_S + (j->slots > 0 ? JUDGE_QUEUE_WAIT_MAX_S : 0);
+	int rc = child_run(&c, limit, &out, &err, &status);
 	json_t *v = rc == 0 ? json_loads(buf_str(&out), 0, NULL) : NULL;
 	if (!json_is_object(v)) {
 		json_decref(v);
 		v = NULL;
 		utf8_sanitize(err.data ? err.data : (char[]){0});
-		*why = rc == 1 ? xstrfmt("the judge did not answer in %.0f s", j->timeout_s + JUDGE_GRACE_S)
+		*why = rc == 1 ? xstrfmt("the judge did not answer in %.0f s", limit)
 			       : xstrfmt("the judge gave no verdict (%s)", buf_str(&err));
 	}
 	buf_release(&out);
@@ -238,6 +256,20 @@ static void serve_submission(struct attempt *a, int fd)
 	}
 	int counted = v && json_is_true(json_object_get(v, "counts_as_submission"));
 	a->used += counted;
+	/* Time spent behind other evaluations (a judge slot, the GPU's lock) is
+	 * the benchmark's, not the agent's: its wall clock gets it back, so
+	 * that budgets match however many attempts run at once. */
+	double credit_ms = 0;
+	if (v) {
+		json_t *q = json_object_get(v, "queue_ms"), *w = json_object_get(v, "wait_ms");
+		credit_ms = (json_is_number(q) ? json_number_value(q) : 0) +
+			    (json_is_number(w) ? json_number_value(w) : 0);
+		if (credit_ms > 0) {
+			a->deadline += credit_ms;
+			if (a->client)
+				a->client->opts.deadline_ms = a->deadline;
+		}
+	}
 	const char *fb = json_string_value(json_object_get(v, "feedback"));
 	char *text = fb ? xstrdup(fb)
 			: xstrfmt("Submission not counted (%d of %d used)\nNot graded: %s\n", a->used,
@@ -251,8 +283,8 @@ static void serve_submission(struct attempt *a, int fd)
 		src = NULL;
 	else
 		utf8_sanitize(src);
-	json_t *ev = json_pack("{s:i, s:b, s:s, s:s?, s:O?}", "asked", a->tried, "counted", counted,
-			       "feedback", text, "kernel", src, "verdict", v);
+	json_t *ev = json_pack("{s:i, s:b, s:s, s:s?, s:O?, s:f}", "asked", a->tried, "counted", counted,
+			       "feedback", text, "kernel", src, "verdict", v, "credited_s", credit_ms / 1e3);
 	note(a, "submission", ev);
 	free(kpath);
 	free(src);
@@ -676,7 +708,9 @@ int attempt_run(const struct attempt_opts *o, struct attempt_result *res)
 	} else {
 		struct agent_opts ao = {&client, o->decoding, text, o->context_tokens, o->max_turns};
 		struct agent_host host = {&a.term, host_wait, host_seconds_left, host_record, &a};
+		a.client = &client;
 		agent_run(&ao, &host, &ar);
+		a.client = NULL;
 		llm_client_release(&client);
 	}
 	if (proc_interrupted()) {

@@ -30,6 +30,9 @@ static const char run_help[] =
 	"                        also placebo_tirx, placebo_cutedsl (a skill from another problem\n"
 	"                        of the same family)\n"
 	"  --replicates N        replicates per problem and arm (1)\n"
+	"  --concurrency N       trials in flight at once, each in a worker process (1); their\n"
+	"                        evaluations share one judge queue (--slots, default 2 per GPU,\n"
+	"                        2 on the CPU) over every GPU (--gpus, default all)\n"
 	"  --dry-run             print the plan only\n"
 	"  --rerun-stale         archive stale trials' records and run them again\n"
 	"  --wall S, --submissions N, --workload W, --context-tokens N, --max-turns N:\n"
@@ -47,7 +50,7 @@ static const char run_help[] =
 enum {
 	OPT_PROBLEMS = 256, OPT_FAMILY, OPT_ARMS, OPT_REPLICATES, OPT_DRY_RUN, OPT_RERUN_STALE, OPT_WALL,
 	OPT_SUBMISSIONS, OPT_WORKLOAD, OPT_CONTEXT, OPT_MAX_TURNS, OPT_RUNS_DIR, OPT_STORE, OPT_HELP,
-	OPT_MAX_COST,
+	OPT_MAX_COST, OPT_CONCURRENCY,
 };
 
 struct run_args {
@@ -67,6 +70,7 @@ static int parse_args(int argc, char **argv, struct run_args *x)
 		{"arms", required_argument, NULL, OPT_ARMS},
 		{"replicates", required_argument, NULL, OPT_REPLICATES},
 		{"dry-run", no_argument, NULL, OPT_DRY_RUN},
+		{"concurrency", required_argument, NULL, OPT_CONCURRENCY},
 		{"rerun-stale", no_argument, NULL, OPT_RERUN_STALE},
 		{"wall", required_argument, NULL, OPT_WALL},
 		{"submissions", required_argument, NULL, OPT_SUBMISSIONS},
@@ -93,6 +97,11 @@ static int parse_args(int argc, char **argv, struct run_args *x)
 		case OPT_RUNS_DIR: x->runs_dir = optarg; break;
 		case OPT_STORE: x->r.attempt.store_path = optarg; break;
 		case OPT_HELP: case 'h': fputs(run_help, stdout); return -1;
+		case OPT_CONCURRENCY:
+			if (parse_long(optarg, 1, 4096, &n) < 0)
+				return usage_error("run", "--concurrency wants an integer in 1..4096");
+			x->r.concurrency = (int)n;
+			break;
 		case OPT_REPLICATES:
 			if (parse_long(optarg, 1, 1000, &n) < 0)
 				return usage_error("run", "--replicates wants an integer in 1..1000");
@@ -274,6 +283,12 @@ int cmd_run(int argc, char **argv)
 	if (!rc && !x.r.dry_run && !strcmp(x.judge.device, "cuda") && !have_gpu(x.judge.gpu)) {
 		error("no NVIDIA GPU %d on this machine; '--device cpu' runs the CPU test mode", x.judge.gpu);
 		rc = EXIT_INFRA;
+	}
+	/* Trials in flight share one judge queue over every GPU of the machine. */
+	if (!rc && x.r.concurrency > 1 && !x.judge.slots) {
+		if (!strcmp(x.judge.device, "cuda") && !x.judge.ngpus)
+			x.judge.ngpus = judge_queue_detect_gpus(x.judge.gpus, JUDGE_QUEUE_MAX_GPUS);
+		x.judge.slots = 2 * (x.judge.ngpus > 0 ? x.judge.ngpus : 1);
 	}
 	if (!rc) {
 		proc_catch_interrupts();

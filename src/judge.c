@@ -423,6 +423,20 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 		v->not_counted = 1;
 		return 0;
 	}
+	/* Wait for a slot of the judge queue; it names the GPU. */
+	struct judge_slot slot;
+	if (judge_queue_take(o->lock_dir, o->slots, o->ngpus ? o->gpus : NULL, o->ngpus, o->gpu, &slot) < 0) {
+		verdict_set(v, VERDICT_INFRA_ERROR, proc_interrupted() ? "interrupted while queued for the judge"
+								: "cannot join the judge queue");
+		free(kernel_abs);
+		return 0;
+	}
+	struct judge_opts slotted = *o;
+	slotted.gpu = slot.gpu;
+	o = &slotted;
+	v->queue_ms = slot.queue_ms;
+	v->gpu_index = strcmp(o->device, "cuda") ? -1 : o->gpu;
+	v->slot = slot.index;
 
 	json_t *req = build_request(o, p, dsl, kernel_abs);
 	char *req_json = json_dumps(req, JSON_COMPACT);
@@ -549,5 +563,6 @@ out:
 	grader_env_release(&env);
 	free(req_text);
 	free(kernel_abs);
+	judge_queue_release(&slot);
 	return 0;
 }

@@ -12,6 +12,7 @@
 #define MKB_JUDGE_H
 
 #include "catalog.h"
+#include "judge_queue.h"
 #include "verdict.h"
 
 /* The request/result protocol with the grader (docs/judge.md, "Protocol"):
@@ -46,6 +47,9 @@ struct judge_opts {
 	const char *device;      /* "cuda" or "cpu" */
 	int gpu;                 /* CUDA device index (cuda only) */
 	const char *lock_dir;    /* where the per-GPU lock files live */
+	int slots;               /* the judge queue's size (judge_queue.h); 0: none */
+	int gpus[JUDGE_QUEUE_MAX_GPUS]; /* with a queue: the GPUs its slots grade on */
+	int ngpus;               /* 0: every slot grades on gpu */
 	const char *workload;    /* visible | heldout | smoke */
 	double timeout_s;
 	long max_kernel_bytes;

@@ -38,6 +38,14 @@ int judge_flag(int c, const char *arg, struct judge_opts *o)
 			return error("--until-ci wants a share in (0, 1), e.g. 0.01, not '%s'", arg);
 		return 1;
 	case JUDGE_OPT_MAX_TIMED: return int_flag("--max-timed", arg, 1, 100000, &o->max_timed);
+	case JUDGE_OPT_SLOTS: return int_flag("--slots", arg, 0, JUDGE_QUEUE_MAX_SLOTS, &o->slots);
+	case JUDGE_OPT_GPUS: {
+		int count = judge_queue_parse_gpus(arg, o->gpus, JUDGE_QUEUE_MAX_GPUS);
+		if (count < 0)
+			return -1;
+		o->ngpus = count;
+		return 1;
+	}
 	case JUDGE_OPT_RULES:
 		if (strcmp(arg, "enforce") && strcmp(arg, "paper"))
 			return error("--rules is enforce or paper, not '%s'", arg);
@@ -52,9 +60,11 @@ int judge_flag(int c, const char *arg, struct judge_opts *o)
 	}
 }
 
-int judge_flags_check(const struct judge_opts *o)
+int judge_flags_check(struct judge_opts *o)
 {
 	if (strcmp(o->device, "cuda") && strcmp(o->device, "cpu"))
 		return error("--device is cuda or cpu, not '%s'", o->device);
+	if (o->ngpus && !o->slots)
+		o->slots = 2 * o->ngpus; /* one compiling and checking while one times */
 	return 0;
 }

@@ -11,7 +11,7 @@
 enum {
 	JUDGE_OPT_DEVICE = 512, JUDGE_OPT_GPU, JUDGE_OPT_TIMEOUT, JUDGE_OPT_PYTHON, JUDGE_OPT_DRAWS,
 	JUDGE_OPT_WARMUP, JUDGE_OPT_TIMED, JUDGE_OPT_RECHECKS, JUDGE_OPT_SEED, JUDGE_OPT_MAX_BYTES,
-	JUDGE_OPT_RULES, JUDGE_OPT_UNTIL_CI, JUDGE_OPT_MAX_TIMED,
+	JUDGE_OPT_RULES, JUDGE_OPT_UNTIL_CI, JUDGE_OPT_MAX_TIMED, JUDGE_OPT_SLOTS, JUDGE_OPT_GPUS,
 };
 
 /* Entries for a getopt_long table. */
@@ -28,7 +28,9 @@ enum {
 	{"max-kernel-bytes", required_argument, NULL, JUDGE_OPT_MAX_BYTES},                \
 	{"rules", required_argument, NULL, JUDGE_OPT_RULES},                        \
 	{"until-ci", required_argument, NULL, JUDGE_OPT_UNTIL_CI},                  \
-	{"max-timed", required_argument, NULL, JUDGE_OPT_MAX_TIMED}
+	{"max-timed", required_argument, NULL, JUDGE_OPT_MAX_TIMED},                \
+	{"slots", required_argument, NULL, JUDGE_OPT_SLOTS},                        \
+	{"gpus", required_argument, NULL, JUDGE_OPT_GPUS}
 
 /* The help lines of those flags. */
 #define JUDGE_FLAGS_HELP                                                                    \
@@ -46,13 +48,18 @@ enum {
 	"                        or stated only, as the published benchmark (paper)\n"       \
 	"  --until-ci F          more timed calls, 10 at a time, while the kernel median's\n" \
 	"                        95% interval is wider than +-F of it (e.g. 0.01; off)\n"    \
-	"  --max-timed N         at most this many timed calls with --until-ci (200)\n"
+	"  --max-timed N         at most this many timed calls with --until-ci (200)\n"      \
+	"  --slots N             at most N evaluations at once on this machine, shared by\n" \
+	"                        every mkb (a queue of flock slots in /tmp; default: none)\n" \
+	"  --gpus LIST           the GPUs the queue's slots grade on, e.g. 0,1 (slot K on\n" \
+	"                        GPU K mod the count; --slots defaults to 2 per GPU)\n"
 
 /* Apply option c (from JUDGE_LONG_OPTIONS) with its argument to o.
  * Returns 1 when applied, 0 when c is not a judge flag, -1 on a bad value
  * (error printed). */
 int judge_flag(int c, const char *arg, struct judge_opts *o);
-/* Checks that need all the flags: 0, or -1 (error printed). */
-int judge_flags_check(const struct judge_opts *o);
+/* Checks that need all the flags, and defaults that follow from others
+ * (--gpus without --slots: 2 slots per GPU): 0, or -1 (error printed). */
+int judge_flags_check(struct judge_opts *o);
 
 #endif

@@ -1,10 +1,16 @@
 #define _GNU_SOURCE
 #include "run.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dsl.h"
@@ -55,7 +61,23 @@ struct trial {
 	struct trial_record *rec;   /* the live record, or NULL */
 	int64_t id, attempt;        /* this run's row and attempt, once made */
 	int final;
+	int lost;                   /* its worker ended without a record (redone next run) */
 	char *status;               /* once final */
+	pid_t worker;               /* running in this worker process (concurrency > 1) */
+	int worker_fd;              /* the pipe its outcome comes back on */
+	double started_ms;
+};
+
+/* What a trial's run came to: printed by whoever runs it, sent back from a
+ * worker process through a pipe as it is (fixed size, no pointers). */
+struct outcome {
+	int64_t id, attempt;
+	char status[24];
+	char note[200];
+	int ran;                    /* an attempt ran (turns, submissions, speedup mean something) */
+	int turns, submissions;
+	double speedup;             /* < 0: not passed */
+	double seconds;
 };
 
 struct plan {
@@ -229,10 +251,13 @@ static char *slug(const char *model)
 	return s;
 }
 
-/* Run one trial to a final record. -1 only when the store fails. */
-static int execute(struct plan *pl, struct trial *t, size_t done, size_t total)
+/* Run one trial to a final record, described in *out. -1 only when the
+ * store fails. */
+static int execute(struct plan *pl, struct trial *t, struct outcome *out)
 {
 	const struct run_opts *o = pl->o;
+	memset(out, 0, sizeof(*out));
+	out->speedup = -1;
 	char boot[64];
 	proc_boot_id(boot, sizeof(boot));
 	struct trial_record rec = {
@@ -244,6 +269,7 @@ static int execute(struct plan *pl, struct trial *t, size_t done, size_t total)
 	char *skill_file = NULL, *note = NULL;
 	const char *skill_from = NULL;
 	struct trial *src = NULL;
+	double t0 = now_ms();
 	if (t->arm->skill_from) {
 		const char *why = NULL;
 		src = skill_source(pl, t, &why);
@@ -252,13 +278,12 @@ static int execute(struct plan *pl, struct trial *t, size_t done, size_t total)
 			note = xstrfmt("skipped: %s", src ? "its source left no SKILL.md" : why);
 			rec.status = "skipped";
 			free(skill);
-			int rc = store_trial_begin(pl->store, &rec, &t->id);
+			int rc = store_trial_begin(pl->store, &rec, &out->id);
 			if (!rc)
-				rc = store_trial_finish(pl->store, t->id, "skipped", 0, note);
-			printf("[%zu/%zu] %s: skipped (%s)\n", done, total, t->name, note + 9);
+				rc = store_trial_finish(pl->store, out->id, "skipped", 0, note);
+			snprintf(out->status, sizeof(out->status), "skipped");
+			snprintf(out->note, sizeof(out->note), "%s", note + 9);
 			free(note);
-			t->final = 1;
-			t->status = xstrdup("skipped");
 			return rc;
 		}
 		skill_from = dsl_find(src->arm->dsl)->name;
@@ -275,7 +300,7 @@ static int execute(struct plan *pl, struct trial *t, size_t done, size_t total)
 		}
 		free(skill);
 	}
-	if (store_trial_begin(pl->store, &rec, &t->id) < 0) {
+	if (store_trial_begin(pl->store, &rec, &out->id) < 0) {
 		free(skill_file);
 		return -1;
 	}
@@ -286,32 +311,291 @@ static int execute(struct plan *pl, struct trial *t, size_t done, size_t total)
 	a.skill_path = skill_file;
 	a.skill_from = skill_from;
 	char *m = slug(o->attempt.model);
-	char *workdir = xstrfmt("%s/%s/%s-t%lld", o->runs_dir, m, t->name, (long long)t->id);
+	char *workdir = xstrfmt("%s/%s/%s-t%lld", o->runs_dir, m, t->name, (long long)out->id);
 	free(m);
 	a.workdir = workdir;
-	double t0 = now_ms();
 	struct attempt_result r;
 	int rc = attempt_run(&a, &r);
 	const char *status = rc < 0 ? "infra_error" : r.status;
 	if (rc < 0)
 		note = xstrdup("the attempt could not start (see the errors above)");
-	int stored = store_trial_finish(pl->store, t->id, status, r.id, note);
-	printf("[%zu/%zu] %s: %s", done, total, t->name, status);
-	if (rc == 0 && r.final && json_is_number(json_object_get(r.final, "speedup")) &&
-	    json_is_true(json_object_get(r.final, "passed")))
-		printf(", speedup %.3fx", json_number_value(json_object_get(r.final, "speedup")));
-	if (rc == 0)
-		printf(", %d turns, %d submissions", r.turns, r.submissions);
-	printf(", %.0f s\n", (now_ms() - t0) / 1e3);
-	fflush(stdout);
-	t->final = 1;
-	t->status = xstrdup(status);
-	t->attempt = r.id;
-	attempt_result_release(&r);
+	int stored = store_trial_finish(pl->store, out->id, status, r.id, note);
+	snprintf(out->status, sizeof(out->status), "%s", status);
+	if (rc == 0) {
+		out->ran = 1;
+		out->attempt = r.id;
+		out->turns = r.turns;
+		out->submissions = r.submissions;
+		if (r.final && json_is_number(json_object_get(r.final, "speedup")) &&
+		    json_is_true(json_object_get(r.final, "passed")))
+			out->speedup = json_number_value(json_object_get(r.final, "speedup"));
+		attempt_result_release(&r);
+	}
+	out->seconds = (now_ms() - t0) / 1e3;
 	free(note);
 	free(workdir);
 	free(skill_file);
 	return stored;
+}
+
+/* The trial is final as *out says. */
+static void settle(struct trial *t, const struct outcome *out)
+{
+	t->final = 1;
+	free(t->status);
+	t->status = xstrdup(out->status);
+	t->id = out->id;
+	t->attempt = out->attempt;
+}
+
+/* One line per final trial: "[3/16] p28_r1_solo_tirx: passed, speedup 9.1x, ..." */
+static void print_outcome(const struct trial *t, const struct outcome *out, size_t done, size_t total)
+{
+	printf("[%zu/%zu] %s: %s", done, total, t->name, out->status);
+	if (!strcmp(out->status, "skipped")) {
+		printf(" (%s)\n", out->note);
+		return;
+	}
+	if (out->speedup >= 0)
+		printf(", speedup %.3fx", out->speedup);
+	if (out->ran)
+		printf(", %d turns, %d submissions", out->turns, out->submissions);
+	printf(", %.0f s\n", out->seconds);
+}
+
+/* ---- the scheduler: trials in flight --------------------------------------
+ * With --concurrency 1 a trial runs in this process, one after another. With
+ * N > 1 each runs in a worker process of its own (a fork: attempts mostly
+ * wait on the model's API, and a worker that crashes takes nothing else
+ * with it), at most N at once; the worker opens its own store connection,
+ * writes its trial's rows as a sequential run does, and sends its outcome
+ * back through a pipe. Workers die with this process (PR_SET_PDEATHSIG), so
+ * kill -9 of mkb run leaves rows "running" under dead owners: the next run
+ * archives and redoes them, as it does for a sequential run. */
+
+struct sched {
+	struct plan *pl;
+	size_t done, total;
+	int running, passed, failed;
+	double t0;                 /* now_ms() at the start */
+	double busy_s;             /* seconds of trials finished in this run */
+	int finished;              /* how many */
+	int live;                  /* a status line on a terminal */
+};
+
+/* Is t ready to start (not final, not in flight, its skill's source final)? */
+static int ready(struct plan *pl, const struct trial *t)
+{
+	if (t->final || t->worker > 0)
+		return 0;
+	if (t->arm->skill_from) {
+		const char *why;
+		struct trial *src = skill_source(pl, t, &why);
+		if (src && !src->final)
+			return 0;
+	}
+	return 1;
+}
+
+static struct trial *next_ready(struct plan *pl)
+{
+	for (size_t i = 0; i < pl->n; i++)
+		if (ready(pl, &pl->t[i]))
+			return &pl->t[i];
+	return NULL;
+}
+
+static void fmt_duration(char *out, size_t size, double s)
+{
+	long v = (long)(s + 0.5);
+	if (v >= 3600)
+		snprintf(out, size, "%ldh%02ldm", v / 3600, v / 60 % 60);
+	else
+		snprintf(out, size, "%ldm%02lds", v / 60, v % 60);
+}
+
+/* The live status line (a terminal only): erased before any other output. */
+static void status_line(const struct sched *sc, int erase_only)
+{
+	if (!sc->live)
+		return;
+	fputs("\r\033[K", stdout);
+	if (!erase_only) {
+		size_t queued = sc->total - sc->done - (size_t)sc->running;
+		double el = (now_ms() - sc->t0) / 1e3;
+		char elapsed[32], eta[32] = "?";
+		fmt_duration(elapsed, sizeof(elapsed), el);
+		if (sc->finished) {
+			int conc = sc->pl->o->concurrency > 1 ? sc->pl->o->concurrency : 1;
+			double per = sc->busy_s / sc->finished;
+			size_t left = sc->total - sc->done;
+			fmt_duration(eta, sizeof(eta), per * (double)left / (double)(left < (size_t)conc ? left : (size_t)conc));
+		}
+		printf("%zu/%zu done, %d running, %zu queued | %d passed, %d failed | %s elapsed, ETA %s",
+		       sc->done, sc->total, sc->running, queued, sc->passed, sc->failed, elapsed, eta);
+	}
+	fflush(stdout);
+}
+
+static void finished(struct sched *sc, struct trial *t, const struct outcome *out)
+{
+	settle(t, out);
+	sc->done++;
+	sc->finished++;
+	sc->busy_s += out->seconds;
+	sc->passed += !strcmp(out->status, "passed");
+	sc->failed += !strcmp(out->status, "failed") || !strcmp(out->status, "timed_out");
+	status_line(sc, 1);
+	print_outcome(t, out, sc->done, sc->total);
+	status_line(sc, 0);
+}
+
+/* Fork a worker for t. 0, or -1 (error printed). */
+static int start_worker(struct sched *sc, struct trial *t)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return error("cannot make a pipe for a worker: %s", strerror(errno));
+	fflush(stdout);
+	fflush(stderr);
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return error("cannot start a worker: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		close(p[0]);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(3);
+		/* A connection does not cross a fork: the parent's is left untouched. */
+		const struct run_opts *o = sc->pl->o;
+		char *path = o->attempt.store_path ? xstrdup(o->attempt.store_path) : paths_store(o->attempt.root);
+		struct store *mine = NULL;
+		int rc = store_open(path, &mine);
+		free(path);
+		struct outcome out;
+		if (rc == 0) {
+			sc->pl->store = mine;
+			rc = execute(sc->pl, t, &out);
+			store_close(mine);
+		}
+		if (rc == 0 && write(p[1], &out, sizeof(out)) != (ssize_t)sizeof(out))
+			rc = -1;
+		fflush(stdout);
+		fflush(stderr);
+		_exit(rc < 0 ? 3 : 0);
+	}
+	close(p[1]);
+	t->worker = pid;
+	t->worker_fd = p[0];
+	t->started_ms = now_ms();
+	sc->running++;
+	if (!sc->live) {
+		printf("start %s\n", t->name);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+/* A worker ended with wait status: collect its outcome. */
+static void reap(struct sched *sc, struct trial *t, int status)
+{
+	struct outcome out;
+	ssize_t got = read(t->worker_fd, &out, sizeof(out));
+	close(t->worker_fd);
+	t->worker_fd = -1;
+	t->worker = 0;
+	sc->running--;
+	if (got == (ssize_t)sizeof(out)) {
+		out.status[sizeof(out.status) - 1] = out.note[sizeof(out.note) - 1] = '\0';
+		finished(sc, t, &out);
+		return;
+	}
+	char how[64];
+	proc_describe_status(status, how, sizeof(how));
+	t->final = t->lost = 1; /* not again in this run; the next one redoes it */
+	status_line(sc, 1);
+	printf("[-/%zu] %s: its worker ended without a final record (%s); the next run redoes it\n",
+	       sc->total, t->name, how);
+	status_line(sc, 0);
+}
+
+static struct trial *worker_trial(struct plan *pl, pid_t pid)
+{
+	for (size_t i = 0; i < pl->n; i++)
+		if (pl->t[i].worker == pid)
+			return &pl->t[i];
+	return NULL;
+}
+
+/* Has the model spent the ceiling? (prints so once) */
+static int over_ceiling(struct plan *pl)
+{
+	const struct run_opts *o = pl->o;
+	if (o->max_cost <= 0)
+		return 0;
+	double spent = store_model_cost(pl->store, o->attempt.model);
+	if (spent < o->max_cost)
+		return 0;
+	printf("spending ceiling reached: $%.4f spent on %s of $%.4f; no new trial starts (resume with "
+	       "a higher --max-cost)\n", spent, o->attempt.model, o->max_cost);
+	return 1;
+}
+
+/* Run every ready trial until none is left, none can start, or a signal
+ * came. 0, or -1 when the store fails. */
+static int schedule(struct sched *sc, int *ceiling)
+{
+	struct plan *pl = sc->pl;
+	int conc = pl->o->concurrency > 1 ? pl->o->concurrency : 1;
+	int signalled = 0, rc = 0;
+	double last_line = 0;
+	status_line(sc, 0);
+	for (;;) {
+		struct trial *t;
+		while (!*ceiling && !proc_interrupted() && rc == 0 && sc->running < conc &&
+		       (t = next_ready(pl))) {
+			if ((*ceiling = over_ceiling(pl)))
+				break;
+			if (conc == 1) {
+				struct outcome out;
+				if (execute(pl, t, &out) < 0)
+					rc = -1;
+				else
+					finished(sc, t, &out);
+			} else if (start_worker(sc, t) < 0) {
+				rc = -1;
+			}
+		}
+		if (sc->running == 0)
+			break;
+		if (proc_interrupted() && !signalled) { /* pass it on, then wait for them */
+			for (size_t i = 0; i < pl->n; i++)
+				if (pl->t[i].worker > 0)
+					kill(pl->t[i].worker, proc_interrupted());
+			signalled = 1;
+		}
+		int status;
+		pid_t pid = waitpid(-1, &status, WNOHANG);
+		if (pid > 0) {
+			struct trial *w = worker_trial(pl, pid);
+			if (w)
+				reap(sc, w, status);
+			continue;
+		}
+		if (pid < 0 && errno != EINTR)
+			break;
+		struct timespec ts = {0, 100 * 1000000L};
+		nanosleep(&ts, NULL);
+		if (sc->live && now_ms() - last_line >= 1000) {
+			status_line(sc, 0);
+			last_line = now_ms();
+		}
+	}
+	status_line(sc, 1);
+	return rc;
 }
 
 static void release(struct plan *pl)
@@ -362,41 +646,15 @@ int run_protocol(const struct run_opts *o)
 			return 3;
 		}
 	}
-	size_t done = 0, total = 0;
+	struct sched sc = {&pl, 0, pl.n, 0, 0, 0, now_ms(), 0, 0, isatty(STDOUT_FILENO)};
 	for (size_t i = 0; i < pl.n; i++)
-		done += pl.t[i].final, total++;
-	/* passes: each runs what is ready (a skill arm once its source is final) */
+		sc.done += pl.t[i].final;
 	int ceiling = 0;
-	for (int progress = 1; progress && !ceiling && done < total && !proc_interrupted();) {
-		progress = 0;
-		for (size_t i = 0; i < pl.n && !proc_interrupted(); i++) {
-			struct trial *t = &pl.t[i];
-			if (t->final)
-				continue;
-			if (t->arm->skill_from) {
-				const char *why;
-				struct trial *src = skill_source(&pl, t, &why);
-				if (src && !src->final)
-					continue;
-			}
-			if (o->max_cost > 0) {
-				double spent = store_model_cost(pl.store, o->attempt.model);
-				if (spent >= o->max_cost) {
-					printf("spending ceiling reached: $%.4f spent on %s of $%.4f; no new trial "
-					       "starts (resume with a higher --max-cost)\n", spent, o->attempt.model,
-					       o->max_cost);
-					ceiling = 1;
-					break;
-				}
-			}
-			if (execute(&pl, t, done + 1, total) < 0) {
-				release(&pl);
-				return 3;
-			}
-			done++;
-			progress = 1;
-		}
+	if (schedule(&sc, &ceiling) < 0) {
+		release(&pl);
+		return 3;
 	}
+	size_t done = sc.done, total = sc.total;
 	int counts[8] = {0};
 	static const char *const kinds[] = {"passed", "failed", "timed_out", "model_error", "infra_error",
 					    "skipped"};

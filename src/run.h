@@ -45,6 +45,7 @@ struct run_opts {
 	size_t narms;
 	int replicates;
 	int dry_run, rerun_stale;
+	int concurrency;              /* trials in flight at once (1: one after another) */
 	double max_cost;              /* USD; no new trial starts once spent (0: none) */
 	const char *runs_dir;         /* where the attempts' folders go */
 };

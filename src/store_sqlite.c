@@ -8,8 +8,9 @@
 /* 1: the first schema. 2: owner_pid, owner_boot, owner_start (which mkb
  * process ran a row, so a row it left "running" can be found abandoned).
  * 3: attempts and their events. 4: trials (mkb run). Tables are added; the
- * earlier ones are unchanged. */
-#define SCHEMA_VERSION 4
+ * earlier ones are unchanged. 5: the judge queue's columns of an evaluation
+ * (gpu_index, slot, queue_ms, hold_ms). */
+#define SCHEMA_VERSION 5
 
 struct store {
 	sqlite3 *db;
@@ -45,7 +46,8 @@ static const char schema[] =
 	" term_signal INTEGER, exit_code INTEGER,"
 	" wait_ms REAL, eval_ms REAL,"
 	" output_tail TEXT,"
-	" owner_pid INTEGER, owner_boot TEXT, owner_start INTEGER);"
+	" owner_pid INTEGER, owner_boot TEXT, owner_start INTEGER,"
+	" gpu_index INTEGER, slot INTEGER, queue_ms REAL, hold_ms REAL);"
 	"CREATE INDEX IF NOT EXISTS evaluations_problem ON evaluations(problem, dsl, workload);"
 	"CREATE TABLE IF NOT EXISTS attempts ("
 	" id INTEGER PRIMARY KEY,"
@@ -140,6 +142,23 @@ int store_open(const char *path, struct store **out)
 	if ((version == 2 || version == 3) &&
 	    sqlite3_exec(s->db, "PRAGMA user_version=4", NULL, NULL, NULL) == SQLITE_OK)
 		version = 4;
+	/* Version 4 stores' evaluations gain the judge queue's columns (NULL in
+	 * older rows: not recorded). */
+	if (version == 4 &&
+	    sqlite3_exec(s->db, "BEGIN IMMEDIATE;"
+			 " ALTER TABLE evaluations ADD COLUMN gpu_index INTEGER;"
+			 " ALTER TABLE evaluations ADD COLUMN slot INTEGER;"
+			 " ALTER TABLE evaluations ADD COLUMN queue_ms REAL;"
+			 " ALTER TABLE evaluations ADD COLUMN hold_ms REAL;"
+			 " PRAGMA user_version=5; COMMIT;", NULL, NULL, &msg) == SQLITE_OK)
+		version = 5;
+	else if (version == 4) {
+		int rc = error("store '%s': cannot migrate from version 4: %s", path, msg ? msg : "?");
+		sqlite3_free(msg);
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		store_close(s);
+		return rc;
+	}
 	if (version == 0) {
 		char pragma[64];
 		snprintf(pragma, sizeof(pragma), "PRAGMA user_version=%d", SCHEMA_VERSION);
@@ -252,7 +271,8 @@ int store_finish_evaluation(struct store *s, int64_t id, const struct verdict *v
 		" imported=?5, correct=?6, passed=?7, draws_passed=?8, draws_total=?9,"
 		" kernel_ms=?10, eager_ms=?11, speedup=?12, gpu=?13, versions=?14, seeds=?15,"
 		" stages=?16, result=?17, term_signal=?18, exit_code=?19, wait_ms=?20,"
-		" eval_ms=?21, output_tail=?22 WHERE id=?23";
+		" eval_ms=?21, output_tail=?22, gpu_index=?24, slot=?25, queue_ms=?26, hold_ms=?27"
+		" WHERE id=?23";
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return sql_error(s, "prepare update");
@@ -282,6 +302,10 @@ int store_finish_evaluation(struct store *s, int64_t id, const struct verdict *v
 	b |= sqlite3_bind_double(st, 21, v->eval_ms);
 	b |= bind_text(st, 22, v->output_tail);
 	b |= sqlite3_bind_int64(st, 23, id);
+	b |= v->gpu_index >= 0 ? sqlite3_bind_int(st, 24, v->gpu_index) : sqlite3_bind_null(st, 24);
+	b |= v->slot >= 0 ? sqlite3_bind_int(st, 25, v->slot) : sqlite3_bind_null(st, 25);
+	b |= sqlite3_bind_double(st, 26, v->queue_ms);
+	b |= bind_ms(st, 27, v->hold_ms);
 	return run(s, st, b, "update evaluation");
 }
 
@@ -673,4 +697,68 @@ double store_model_cost(struct store *s, const char *model)
 		cost = sqlite3_column_double(st, 0);
 	sqlite3_finalize(st);
 	return cost;
+}
+
+/* ---- the report's read of trials ----------------------------------------- */
+
+static double column_real(sqlite3_stmt *st, int i)
+{
+	return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_double(st, i);
+}
+
+static long long column_count(sqlite3_stmt *st, int i)
+{
+	return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
+}
+
+int store_trial_results(struct store *s, const char *model,
+			int (*fn)(const struct trial_result *t, void *arg), void *arg)
+{
+	static const char sql[] =
+		"SELECT t.name, t.model, t.decoding, t.arm, t.dsl, t.status, t.note, a.reason,"
+		" t.problem, t.replicate, t.attempt, e.passed, e.speedup, e.kernel_ms, e.eager_ms,"
+		" a.input_tokens, a.cached_tokens, a.output_tokens, a.cost_usd, a.agent_s,"
+		" a.skill_out IS NOT NULL AND a.skill_out <> '', a.skill_in_tokens, a.skill_out_tokens"
+		" FROM trials t LEFT JOIN attempts a ON a.id = t.attempt"
+		" LEFT JOIN evaluations e ON e.id = a.final_evaluation"
+		" WHERE t.archived = 0 AND (?1 IS NULL OR t.model = ?1)"
+		" ORDER BY t.model, t.decoding, t.problem, t.replicate, t.arm";
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return sql_error(s, "prepare trial results");
+	int rc = bind_text(st, 1, model), stop = 0;
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct trial_result t = {
+			.name = (const char *)sqlite3_column_text(st, 0),
+			.model = (const char *)sqlite3_column_text(st, 1),
+			.decoding = (const char *)sqlite3_column_text(st, 2),
+			.arm = (const char *)sqlite3_column_text(st, 3),
+			.dsl = (const char *)sqlite3_column_text(st, 4),
+			.status = (const char *)sqlite3_column_text(st, 5),
+			.note = (const char *)sqlite3_column_text(st, 6),
+			.reason = (const char *)sqlite3_column_text(st, 7),
+			.problem = sqlite3_column_int(st, 8),
+			.replicate = sqlite3_column_int(st, 9),
+			.attempt = sqlite3_column_int64(st, 10),
+			.passed = sqlite3_column_type(st, 11) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 11),
+			.speedup = column_real(st, 12),
+			.kernel_ms = column_real(st, 13),
+			.eager_ms = column_real(st, 14),
+			.input_tokens = column_count(st, 15),
+			.cached_tokens = column_count(st, 16),
+			.output_tokens = column_count(st, 17),
+			.cost_usd = column_real(st, 18),
+			.agent_s = column_real(st, 19),
+			.wrote_skill = sqlite3_column_int(st, 20),
+			.skill_in_tokens = column_count(st, 21),
+			.skill_out_tokens = column_count(st, 22),
+		};
+		if ((stop = fn(&t, arg)) != 0)
+			break;
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	if (stop)
+		return stop;
+	return rc == SQLITE_DONE ? 0 : sql_error(s, "read trial results");
 }

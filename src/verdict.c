@@ -28,6 +28,8 @@ void verdict_init(struct verdict *v)
 	v->output_tail = xstrdup("");
 	v->kernel_ms = v->eager_ms = v->speedup = -1;
 	v->exit_code = -1;
+	v->hold_ms = -1;
+	v->gpu_index = v->slot = -1;
 	v->stages = json_array();
 }
 
@@ -107,6 +109,7 @@ void verdict_from_result(struct verdict *v, json_t *result)
 	double waited = get_ms(result, "wait_ms");
 	if (waited >= 0)
 		v->wait_ms = waited; /* the checker holds the GPU's lock now */
+	v->hold_ms = get_ms(result, "hold_ms");
 }
 
 static json_t *ms_or_null(double x)
@@ -144,6 +147,12 @@ json_t *verdict_to_json(const struct verdict *v, int problem, const char *dsl,
 	json_object_set_new(o, "exit_code", json_integer(v->exit_code));
 	json_object_set_new(o, "wait_ms", json_real(v->wait_ms));
 	json_object_set_new(o, "eval_s", json_real(v->eval_ms / 1e3));
+	/* (ours) the judge queue: which GPU, how long queued and how long the
+	 * GPU was held alone */
+	json_object_set_new(o, "gpu_index", v->gpu_index >= 0 ? json_integer(v->gpu_index) : json_null());
+	json_object_set_new(o, "slot", v->slot >= 0 ? json_integer(v->slot) : json_null());
+	json_object_set_new(o, "queue_ms", json_real(v->queue_ms));
+	json_object_set_new(o, "hold_ms", ms_or_null(v->hold_ms));
 	char layers[256];
 	sandbox_describe(v->sandbox_layers, layers, sizeof(layers));
 	json_object_set_new(o, "confinement", json_string(layers));

@@ -25,6 +25,10 @@ struct verdict {
 	int term_signal;     /* > 0 when the grader died by a signal */
 	int exit_code;       /* grader's exit code, -1 when none */
 	double wait_ms;      /* queued behind another evaluation of the same GPU */
+	double queue_ms;     /* (ours) waited for a slot of the judge queue */
+	double hold_ms;      /* (ours) held the GPU alone (timing), -1 when not */
+	int gpu_index;       /* CUDA device index graded on, -1 on the CPU */
+	int slot;            /* the judge queue's slot, -1 without a queue */
 	double eval_ms;      /* wall time of the grader process */
 	unsigned sandbox_layers; /* confinement of the candidate process (sandbox.h) */
 	int not_counted;     /* the file was oversized, unreadable or not valid Python:

@@ -325,6 +325,7 @@ class Evaluation:
             if self.lock:
                 self.lock.release()
                 self.result["wait_ms"] = round(self.lock.waited_ms, 3)
+                self.result["hold_ms"] = round(self.lock.held_ms, 3)
         self.result["passed"] = self.result["status"] == "passed"
         self.result["eval_s"] = round(time.monotonic() - t0, 3)
         return self.result

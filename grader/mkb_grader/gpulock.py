@@ -15,6 +15,8 @@ class GpuLock:
         self.fd = self.turnstile = None
         self.mode = None
         self.waited_ms = 0.0
+        self.held_ms = 0.0  # exclusive, i.e. the GPU ours alone (timing)
+        self._since = None
         if path:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
             self.turnstile = os.open(path + ".turnstile", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
@@ -41,6 +43,8 @@ class GpuLock:
         finally:
             fcntl.flock(self.turnstile, fcntl.LOCK_UN)
         self.mode = mode
+        if mode == "exclusive":
+            self._since = time.monotonic()
 
     def others(self):
         """Does any other process hold this GPU's lock now? (from
@@ -66,4 +70,7 @@ class GpuLock:
     def release(self):
         if self.fd is not None and self.mode:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
+        if self._since is not None:
+            self.held_ms += (time.monotonic() - self._since) * 1e3
+            self._since = None
         self.mode = None

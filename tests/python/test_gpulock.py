@@ -82,3 +82,20 @@ class GpuLockTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GpuLockHoldTest(unittest.TestCase):
+    def test_held_ms_counts_the_exclusive_holds_only(self):
+        with tempfile.TemporaryDirectory() as d:
+            lock = GpuLock(os.path.join(d, "gpu0.lock"))
+            lock.shared()
+            time.sleep(0.15)  # shared: not the GPU alone
+            lock.exclusive()
+            time.sleep(0.1)
+            lock.shared()
+            time.sleep(0.15)
+            lock.exclusive()
+            time.sleep(0.1)
+            lock.release()
+            self.assertGreaterEqual(lock.held_ms, 200)
+            self.assertLess(lock.held_ms, 450)  # the shared 300 ms are not in it

@@ -260,10 +260,13 @@ expect 'kill -9 of mkb eval leaves nothing running, and the next one marks its r
 expect 'a store of schema version 1 is migrated, its rows kept' '
 	export MKB_STORE="$TMP/v1.db"
 	"$MKB" eval 28 --dsl cutedsl $FAST --json "$K/28_torch_ok.py" >/dev/null
-	sql "$TMP/v1.db" "alter table evaluations drop column owner_pid" "alter table evaluations drop column owner_boot" "alter table evaluations drop column owner_start" "pragma user_version=1"
+	for c in owner_pid owner_boot owner_start gpu_index slot queue_ms hold_ms; do
+		sql "$TMP/v1.db" "alter table evaluations drop column $c"
+	done
+	sql "$TMP/v1.db" "pragma user_version=1"
 	"$MKB" eval 28 --dsl cutedsl $FAST --json "$K/28_torch_ok.py" >/dev/null
-	[ "$(sql "$TMP/v1.db" "pragma user_version")" = 4 ]
-	[ "$(sql "$TMP/v1.db" "select count(*), count(owner_pid) from evaluations")" = "2|1" ]
+	[ "$(sql "$TMP/v1.db" "pragma user_version")" = 5 ]
+	[ "$(sql "$TMP/v1.db" "select count(*), count(owner_pid), count(queue_ms) from evaluations")" = "2|1|1" ]
 '
 
 expect 'a kernel with a NUL byte is stored whole' '

@@ -113,6 +113,34 @@ expect 'a spending ceiling: no new trial starts once the model has cost --max-co
 	"$MKB" run $flags --max-cost 0.0001 --dry-run | grep -q "^REUSE  p28_r1_solo_cutedsl"
 '
 
+expect 'trials in flight: 4 workers, a skill arm starts after its source; evaluations share one judge queue' '
+	export MKB_STORE=$TMP/conc.db
+	"$MKB" run --model oracle --problems 28,36 --concurrency 4 $RUN_FLAGS >conc.txt 2>&1
+	grep -q "^done: 8 of 8 trials final: 8 passed" conc.txt
+	# four solos start before the first one finishes
+	[ "$(sed -n "/^\[1\/8\]/q;p" conc.txt | grep -c "^start p.._r1_solo_")" = 4 ]
+	for pr in 28 36; do
+		src=$(grep -n "^\[./8\] p${pr}_r1_solo_cutedsl: passed" conc.txt | cut -d: -f1)
+		dst=$(grep -n "^start p${pr}_r1_cutedsl2tirx_skill$" conc.txt | cut -d: -f1)
+		[ -n "$src" ] && [ -n "$dst" ] && [ "$dst" -gt "$src" ]
+	done
+	[ "$(sql "select count(*) from trials where archived=0 and status=\"passed\"")" = 8 ]
+	# the default queue on the CPU: 2 slots, every evaluation in one of them
+	[ "$(sql "select count(*) from evaluations where slot in (0, 1) and queue_ms >= 0")" = "$(sql "select count(*) from evaluations")" ]
+	[ "$(sql "select count(*) from evaluations where gpu_index is not null")" = 0 ]
+	"$MKB" run --model oracle --problems 28,36 --concurrency 4 $RUN_FLAGS | grep -q "^plan: 8 trials: 0 to run, 8 to reuse"
+'
+
+expect 'one judge slot for 4 trials in flight: evaluations wait their turn, and the wait is recorded' '
+	export MKB_STORE=$TMP/slot.db
+	"$MKB" run --model oracle --problems 25 --concurrency 4 --slots 1 $RUN_FLAGS --submissions 1 >slot.txt 2>&1
+	grep -q "^done: 4 of 4 trials final: 4 passed" slot.txt
+	[ "$(sql "select count(distinct slot) from evaluations")" = 1 ]
+	[ "$(sql "select max(queue_ms) > 500 from evaluations")" = 1 ]
+	# the wait went back on the agent'"'"'s wall clock: the submissions say so
+	sql "select body from attempt_events where kind=\"submission\"" | python3 -c "import json,sys; e=[json.loads(l) for l in sys.stdin]; c=[x[\"credited_s\"] for x in e if \"verdict\" in x]; assert len(c) == 4 and all(x >= 0 for x in c) and max(c) > 0.5, c"
+'
+
 expect 'bad usage is refused with exit 2' '
 	set +e
 	"$MKB" run --problems 28 >/dev/null 2>err.txt; a=$?
