@@ -27,6 +27,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_attempt(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 /* Shared by the commands: the project root and its catalog. */
 struct mkb_env {

@@ -27,6 +27,9 @@ static const struct cmd_entry commands[] = {
 	 "the four-arm protocol over problems and replicates, resumable", cmd_run},
 	{"status", "status [--store PATH] [--json]", "the trials of the store's runs, per model and status",
 	 cmd_status},
+	{"report", "report [--store FILE] [--model M] [--format text|md|csv|json|html] [--e-fail X] [--delta D] "
+	 "[--seed N] [--bootstrap N] [-o FILE]",
+	 "scores, paired transfer analysis and intervals from the store", cmd_report},
 	{"chat", "chat --model openai:M|anthropic:M [--base-url URL] [--system TEXT] [--max-tokens N] "
 	 "[--temperature T] [--retries N] [--retry-delay S] [--timeout S] [--prices FILE] [--json] MESSAGE|-",
 	 "send one message to a model; print its reply and usage", cmd_chat},

@@ -106,6 +106,27 @@ double store_model_cost(struct store *s, const char *model);
  * (archived included), live, running (names, or null)}]. NULL on error. */
 json_t *store_trials_summary(struct store *s);
 
+/* One live trial of mkb run with its attempt's outcome, as `mkb report`
+ * reads it. Strings are borrowed for the callback's duration; NULL when
+ * absent. Numbers < 0 are unknown. */
+struct trial_result {
+	const char *name, *model, *decoding, *arm, *dsl, *status, *note, *reason;
+	int problem, replicate;
+	int64_t attempt;              /* 0: none (a skipped skill arm) */
+	int passed;                   /* the final evaluation's; -1: none */
+	double speedup, kernel_ms, eager_ms;
+	long long input_tokens, cached_tokens, output_tokens;
+	double cost_usd, agent_s;
+	int wrote_skill;              /* the attempt left a non-empty SKILL.md */
+	long long skill_in_tokens, skill_out_tokens;
+};
+
+/* Call fn for every live trial (of model, or of all models when NULL),
+ * ordered by model, decoding, problem, replicate and arm; fn's nonzero
+ * return stops the walk and is returned. 0, or -1 on a store error. */
+int store_trial_results(struct store *s, const char *model,
+			int (*fn)(const struct trial_result *t, void *arg), void *arg);
+
 /* Number of evaluations in the store with the given status ("" for all); -1 on error. */
 long store_count_evaluations(struct store *s, const char *status);
 

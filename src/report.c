@@ -1,0 +1,871 @@
+/* mkb report's computation: trials -> cells -> scores, paired analysis,
+ * intervals. Definitions: docs/report.md. */
+#include "report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stats.h"
+#include "util.h"
+
+const double report_thresholds[REPORT_NTHRESHOLDS] = {0, 0.5, 1, 2, 4};
+static const char *const rate_keys[REPORT_NTHRESHOLDS] = {"R@0", "R@0.5", "R@1", "R@2", "R@4"};
+
+enum arm_id { ARM_SOLO_CUTE, ARM_SOLO_TIRX, ARM_C2T, ARM_T2C, ARM_PLACEBO_TIRX, ARM_PLACEBO_CUTE, NARMS };
+static const char *const arm_names[NARMS] = {"solo_cutedsl", "solo_tirx", "cutedsl2tirx_skill",
+					     "tirx2cutedsl_skill", "placebo_tirx", "placebo_cutedsl"};
+
+/* A direction of transfer: source solo, base solo (target DSL), skill arm. */
+static const struct direction {
+	const char *name, *source_dsl, *target_dsl;
+	enum arm_id source, base, skill;
+} directions[2] = {
+	{"cutedsl2tirx", "cutedsl", "tirx", ARM_SOLO_CUTE, ARM_SOLO_TIRX, ARM_C2T},
+	{"tirx2cutedsl", "tirx", "cutedsl", ARM_SOLO_TIRX, ARM_SOLO_CUTE, ARM_T2C},
+};
+
+/* One trial's outcome as scored. */
+struct rec {
+	int present;            /* a live trial exists */
+	int error;              /* not final (running, infra_error, model_error, ...) */
+	int skipped, timed_out, passed, wrote_skill;
+	char status[16];
+	int64_t attempt;
+	double speedup;         /* < 0: unknown */
+	long long tokens[3];    /* input (cache included), cached, output; < 0 unknown */
+	double cost, agent_s;   /* < 0 unknown */
+	char *text;             /* error: "status: reason"; skipped: the note */
+};
+
+struct rep {
+	int number;
+	struct rec arm[NARMS];
+	size_t unit;            /* bootstrap unit, or SIZE_MAX */
+};
+
+struct prob {
+	int number;
+	char *label;            /* NN_name */
+	const char *family;
+	struct rep *reps;
+	size_t nreps, cap;
+};
+
+struct config {
+	char *model, *decoding;
+	struct prob *probs;
+	size_t nprobs, cap;
+	size_t ntrials, nother;  /* live trials; those of arms the report does not know */
+};
+
+struct loader {
+	const struct catalog *catalog;
+	struct config *cfg;
+	size_t ncfg, cap;
+};
+
+static int is_resolved_status(const char *s)
+{
+	return !strcmp(s, "passed") || !strcmp(s, "failed") || !strcmp(s, "timed_out") ||
+	       !strcmp(s, "skipped");
+}
+
+static int arm_index(const char *arm)
+{
+	for (int i = 0; i < NARMS; i++)
+		if (!strcmp(arm_names[i], arm))
+			return i;
+	return -1;
+}
+
+static int load_row(const struct trial_result *t, void *arg)
+{
+	struct loader *l = arg;
+	const char *model = t->model ? t->model : "", *decoding = t->decoding ? t->decoding : "";
+	struct config *c = l->ncfg ? &l->cfg[l->ncfg - 1] : NULL;
+	if (!c || strcmp(c->model, model) || strcmp(c->decoding, decoding)) {
+		if (l->ncfg == l->cap) {
+			l->cap = l->cap ? 2 * l->cap : 4;
+			l->cfg = xrealloc(l->cfg, l->cap * sizeof(*l->cfg));
+		}
+		c = &l->cfg[l->ncfg++];
+		memset(c, 0, sizeof(*c));
+		c->model = xstrdup(model);
+		c->decoding = xstrdup(decoding);
+	}
+	c->ntrials++;
+	int a = arm_index(t->arm ? t->arm : "");
+	if (a < 0) {
+		c->nother++;
+		return 0;
+	}
+	struct prob *p = c->nprobs ? &c->probs[c->nprobs - 1] : NULL;
+	if (!p || p->number != t->problem) {
+		if (c->nprobs == c->cap) {
+			c->cap = c->cap ? 2 * c->cap : 16;
+			c->probs = xrealloc(c->probs, c->cap * sizeof(*c->probs));
+		}
+		p = &c->probs[c->nprobs++];
+		memset(p, 0, sizeof(*p));
+		p->number = t->problem;
+		const struct problem *cp = l->catalog ? catalog_find(l->catalog, t->problem) : NULL;
+		p->label = cp ? xstrfmt("%02d_%s", t->problem, cp->name) : xstrfmt("%02d", t->problem);
+		p->family = cp ? cp->family : "unknown";
+	}
+	struct rep *r = p->nreps ? &p->reps[p->nreps - 1] : NULL;
+	if (!r || r->number != t->replicate) {
+		if (p->nreps == p->cap) {
+			p->cap = p->cap ? 2 * p->cap : 4;
+			p->reps = xrealloc(p->reps, p->cap * sizeof(*p->reps));
+		}
+		r = &p->reps[p->nreps++];
+		memset(r, 0, sizeof(*r));
+		r->number = t->replicate;
+		r->unit = SIZE_MAX;
+	}
+	struct rec *e = &r->arm[a];
+	if (e->present) { /* the store keeps one live trial per name; never two */
+		free(e->text);
+		memset(e, 0, sizeof(*e));
+	}
+	const char *status = t->status ? t->status : "";
+	e->present = 1;
+	snprintf(e->status, sizeof(e->status), "%s", status);
+	e->error = !is_resolved_status(status);
+	e->skipped = !strcmp(status, "skipped");
+	e->timed_out = !strcmp(status, "timed_out");
+	/* the final grading decides, also for a timed-out attempt whose on-disk
+	 * kernel was graded (PROTOCOL.md "The attempt") */
+	e->passed = !e->error && !e->skipped && (t->passed == 1 || (t->passed < 0 && !strcmp(status, "passed")));
+	e->wrote_skill = t->wrote_skill;
+	e->attempt = t->attempt;
+	e->speedup = t->speedup;
+	e->tokens[0] = t->input_tokens;
+	e->tokens[1] = t->cached_tokens;
+	e->tokens[2] = t->output_tokens;
+	e->cost = t->cost_usd;
+	e->agent_s = t->agent_s;
+	if (e->error)
+		e->text = xstrfmt("%s: %s", status, t->reason ? t->reason : t->note ? t->note : "no verdict");
+	else if (e->skipped)
+		e->text = xstrdup(t->note ? t->note : "skipped: its source left no SKILL.md");
+	return 0;
+}
+
+static void loader_release(struct loader *l)
+{
+	for (size_t i = 0; i < l->ncfg; i++) {
+		struct config *c = &l->cfg[i];
+		for (size_t p = 0; p < c->nprobs; p++) {
+			for (size_t r = 0; r < c->probs[p].nreps; r++)
+				for (int a = 0; a < NARMS; a++)
+					free(c->probs[p].reps[r].arm[a].text);
+			free(c->probs[p].reps);
+			free(c->probs[p].label);
+		}
+		free(c->probs);
+		free(c->model);
+		free(c->decoding);
+	}
+	free(l->cfg);
+}
+
+/* ---- scores (the published definitions) ---------------------------------- */
+
+static json_t *jnum(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+static int attains(const struct rec *e, double t)
+{
+	return e->passed && (e->speedup < 0 ? 0.0 : e->speedup) >= t;
+}
+
+/* A cell-replicate: one replicate of a problem in one direction. */
+struct cref {
+	const struct prob *p;
+	const struct rep *r;
+	int dir;
+};
+
+static const struct rec *ref_arm(const struct cref *c, int which)
+{
+	const struct direction *d = &directions[c->dir];
+	return &c->r->arm[which == 0 ? d->source : which == 1 ? d->base : d->skill];
+}
+
+static int resolved(const struct cref *c)
+{
+	for (int i = 0; i < 3; i++) {
+		const struct rec *e = ref_arm(c, i);
+		if (!e->present || e->error)
+			return 0;
+	}
+	return 1;
+}
+
+static const struct rec *skill_outcome(const struct cref *c)
+{
+	const struct rec *s = ref_arm(c, 2);
+	return s->skipped ? ref_arm(c, 1) : s;
+}
+
+enum { ONLY_ALL, ONLY_WITH_SKILL, ONLY_SOURCE_PASSED, ONLY_SOURCE_FAILED };
+
+static int keep(const struct cref *c, int only)
+{
+	if (!resolved(c))
+		return 0;
+	switch (only) {
+	case ONLY_WITH_SKILL: return !ref_arm(c, 2)->skipped;
+	case ONLY_SOURCE_PASSED: return ref_arm(c, 0)->passed;
+	case ONLY_SOURCE_FAILED: return !ref_arm(c, 0)->passed;
+	default: return 1;
+	}
+}
+
+static json_t *ladder(const double *rates)
+{
+	json_t *o = json_object();
+	double s = 0;
+	for (int t = 0; t < REPORT_NTHRESHOLDS; t++) {
+		json_object_set_new(o, rate_keys[t], json_real(rates[t]));
+		s += rates[t];
+	}
+	json_object_set_new(o, "S", json_real(100 * s / REPORT_NTHRESHOLDS));
+	return o;
+}
+
+/* {base, skill, lift} over the resolved cell-replicates kept by `only`. */
+static json_t *contrast(const struct cref *refs, size_t n, int only)
+{
+	double base[REPORT_NTHRESHOLDS] = {0}, skill[REPORT_NTHRESHOLDS] = {0};
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!keep(&refs[i], only))
+			continue;
+		k++;
+		for (int t = 0; t < REPORT_NTHRESHOLDS; t++) {
+			base[t] += attains(ref_arm(&refs[i], 1), report_thresholds[t]);
+			skill[t] += attains(skill_outcome(&refs[i]), report_thresholds[t]);
+		}
+	}
+	if (!k)
+		return json_pack("{s:n, s:n, s:n, s:I}", "base", "skill", "lift", "n", (json_int_t)0);
+	double lift[REPORT_NTHRESHOLDS];
+	for (int t = 0; t < REPORT_NTHRESHOLDS; t++) {
+		base[t] /= (double)k;
+		skill[t] /= (double)k;
+		lift[t] = skill[t] - base[t];
+	}
+	json_t *b = ladder(base), *s = ladder(skill), *l = json_object();
+	for (int t = 0; t < REPORT_NTHRESHOLDS; t++)
+		json_object_set_new(l, rate_keys[t], json_real(lift[t]));
+	json_object_set_new(l, "S", json_real(json_real_value(json_object_get(s, "S")) -
+					      json_real_value(json_object_get(b, "S"))));
+	return json_pack("{s:o, s:o, s:o, s:I}", "base", b, "skill", s, "lift", l, "n", (json_int_t)k);
+}
+
+/* Usage per arm over the trials of the cell-replicates (each trial once;
+ * refs come grouped by replicate, so a replicate's solos are counted once). */
+static json_t *usage_by_arm(const struct cref *refs, size_t n)
+{
+	struct acc {
+		size_t trials;
+		int null_tok[3], null_cost;
+		long long tok[3];
+		double cost, agent_s;
+	} acc[NARMS];
+	memset(acc, 0, sizeof(acc));
+	int seen_arm[NARMS] = {0};
+	for (size_t i = 0; i < n;) {
+		unsigned mask = 0;
+		size_t j = i;
+		for (; j < n && refs[j].r == refs[i].r; j++) {
+			const struct direction *d = &directions[refs[j].dir];
+			mask |= 1u << d->source | 1u << d->base | 1u << d->skill;
+		}
+		for (int a = 0; a < NARMS; a++) {
+			if (!(mask & (1u << a)))
+				continue;
+			seen_arm[a] = 1;
+			const struct rec *e = &refs[i].r->arm[a];
+			if (!e->present || e->attempt <= 0) /* no measured record */
+				continue;
+			struct acc *u = &acc[a];
+			u->trials++;
+			for (int k = 0; k < 3; k++) {
+				if (e->tokens[k] < 0)
+					u->null_tok[k] = 1;
+				else
+					u->tok[k] += e->tokens[k];
+			}
+			if (e->cost < 0)
+				u->null_cost = 1;
+			else
+				u->cost += e->cost;
+			u->agent_s += e->agent_s > 0 ? e->agent_s : 0;
+		}
+		i = j;
+	}
+	json_t *o = json_object();
+	for (int a = 0; a < NARMS; a++) {
+		if (!seen_arm[a])
+			continue;
+		struct acc *u = &acc[a];
+		int none = u->trials == 0;
+		json_object_set_new(o, arm_names[a], json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}",
+			"n_trials", (json_int_t)u->trials,
+			"cost_usd", none || u->null_cost ? json_null() : json_real(u->cost),
+			"n_input_tokens", none || u->null_tok[0] ? json_null() : json_integer(u->tok[0]),
+			"n_cache_tokens", none || u->null_tok[1] ? json_null() : json_integer(u->tok[1]),
+			"n_output_tokens", none || u->null_tok[2] ? json_null() : json_integer(u->tok[2]),
+			"agent_sec", none ? json_null() : json_real(u->agent_s / (double)u->trials)));
+	}
+	return o;
+}
+
+static json_t *group_metrics(const struct cref *refs, size_t n)
+{
+	size_t nres = 0, src_passed = 0, with_skill = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!resolved(&refs[i]))
+			continue;
+		nres++;
+		src_passed += ref_arm(&refs[i], 0)->passed;
+		with_skill += !ref_arm(&refs[i], 2)->skipped;
+	}
+	json_t *o = json_pack("{s:I, s:I, s:o, s:o}", "n_cell_replicates", (json_int_t)n,
+			      "n_resolved", (json_int_t)nres,
+			      "source_coverage", nres ? json_real((double)src_passed / (double)nres) : json_null(),
+			      "skill_coverage", nres ? json_real((double)with_skill / (double)nres) : json_null());
+	json_t *all = contrast(refs, n, ONLY_ALL);
+	json_object_update(o, all);
+	json_decref(all);
+	json_object_del(o, "n");
+	json_object_set_new(o, "with_skill", contrast(refs, n, ONLY_WITH_SKILL));
+	json_object_set_new(o, "by_source_verdict", json_pack("{s:o, s:o}",
+		"passed", contrast(refs, n, ONLY_SOURCE_PASSED), "failed", contrast(refs, n, ONLY_SOURCE_FAILED)));
+	json_object_set_new(o, "usage", usage_by_arm(refs, n));
+	return o;
+}
+
+/* The cell-replicates of a config matching dir (-1 any) and family (NULL
+ * any), in (problem, replicate, direction) order. */
+static struct cref *select_refs(const struct config *c, int dir, const char *family, size_t *n)
+{
+	size_t cap = 0;
+	for (size_t p = 0; p < c->nprobs; p++)
+		cap += c->probs[p].nreps * 2;
+	struct cref *refs = xmalloc((cap ? cap : 1) * sizeof(*refs));
+	*n = 0;
+	for (size_t p = 0; p < c->nprobs; p++) {
+		const struct prob *pr = &c->probs[p];
+		if (family && strcmp(pr->family, family))
+			continue;
+		for (size_t r = 0; r < pr->nreps; r++)
+			for (int d = 0; d < 2; d++)
+				if (dir < 0 || dir == d)
+					refs[(*n)++] = (struct cref){pr, &pr->reps[r], d};
+	}
+	return refs;
+}
+
+static json_t *record_json(const struct prob *p, const struct rep *r, int arm)
+{
+	const struct rec *e = &r->arm[arm];
+	if (!e->present)
+		return json_null();
+	char name[96];
+	snprintf(name, sizeof(name), "p%02d_r%d_%s", p->number, r->number, arm_names[arm]);
+	json_t *rewards = json_object();
+	if (!e->error && !e->skipped) {
+		json_object_set_new(rewards, "passed", json_real(e->passed ? 1.0 : 0.0));
+		if (e->speedup >= 0)
+			json_object_set_new(rewards, "speedup_vs_eager", json_real(e->speedup));
+	}
+	json_t *usage = json_null();
+	if (e->attempt > 0)
+		usage = json_pack("{s:o, s:o, s:o, s:o, s:f}",
+			"n_input_tokens", e->tokens[0] < 0 ? json_null() : json_integer(e->tokens[0]),
+			"n_cache_tokens", e->tokens[1] < 0 ? json_null() : json_integer(e->tokens[1]),
+			"n_output_tokens", e->tokens[2] < 0 ? json_null() : json_integer(e->tokens[2]),
+			"cost_usd", e->cost < 0 ? json_null() : json_real(e->cost),
+			"agent_sec", e->agent_s > 0 ? e->agent_s : 0.0);
+	return json_pack("{s:o, s:b, s:o, s:o, s:o, s:s, s:s, s:o, s:b}", "rewards", rewards,
+			 "timed_out", e->timed_out,
+			 "error", e->error ? json_string(e->text) : json_null(),
+			 "skipped", e->skipped ? json_string(e->text) : json_null(),
+			 "usage", usage, "trial", name, "status", e->status,
+			 "attempt", e->attempt > 0 ? json_integer(e->attempt) : json_null(),
+			 "wrote_skill", e->wrote_skill);
+}
+
+static json_t *cells_json(const struct config *c)
+{
+	json_t *cells = json_array();
+	for (size_t p = 0; p < c->nprobs; p++) {
+		const struct prob *pr = &c->probs[p];
+		struct cref *refs = xmalloc((pr->nreps ? pr->nreps : 1) * sizeof(*refs));
+		for (int d = 0; d < 2; d++) {
+			json_t *reps = json_array();
+			for (size_t r = 0; r < pr->nreps; r++) {
+				refs[r] = (struct cref){pr, &pr->reps[r], d};
+				const struct direction *dd = &directions[d];
+				json_array_append_new(reps, json_pack("{s:b, s:i, s:o, s:o, s:o}",
+					"resolved", resolved(&refs[r]), "n_replicate", pr->reps[r].number,
+					"source", record_json(pr, &pr->reps[r], dd->source),
+					"base", record_json(pr, &pr->reps[r], dd->base),
+					"skill", record_json(pr, &pr->reps[r], dd->skill)));
+			}
+			char *src = xstrfmt("%s_%s", pr->label, directions[d].source_dsl);
+			char *dst = xstrfmt("%s_%s", pr->label, directions[d].target_dsl);
+			json_t *cell = json_pack("{s:{s:s, s:s, s:s, s:s, s:s, s:i}}", "cell", "problem", pr->label,
+						 "category", pr->family, "direction", directions[d].name,
+						 "source_task", src, "target_task", dst, "number", pr->number);
+			free(src);
+			free(dst);
+			json_t *m = group_metrics(refs, pr->nreps);
+			json_object_update(cell, m);
+			json_decref(m);
+			json_object_set_new(cell, "replicates", reps);
+			json_array_append_new(cells, cell);
+		}
+		free(refs);
+	}
+	return cells;
+}
+
+static json_t *overall_json(const struct config *c)
+{
+	size_t n;
+	struct cref *refs = select_refs(c, -1, NULL, &n);
+	json_t *o = json_pack("{s:I}", "n_cells", (json_int_t)(2 * c->nprobs));
+	json_t *m = group_metrics(refs, n);
+	json_object_update(o, m);
+	json_decref(m);
+	free(refs);
+	json_t *bydir = json_object();
+	for (int d = 0; d < 2; d++) {
+		refs = select_refs(c, d, NULL, &n);
+		json_object_set_new(bydir, directions[d].name, group_metrics(refs, n));
+		free(refs);
+	}
+	json_object_set_new(o, "by_direction", bydir);
+	/* families in name order */
+	const char **fam = xmalloc((c->nprobs ? c->nprobs : 1) * sizeof(*fam));
+	size_t nf = 0;
+	for (size_t p = 0; p < c->nprobs; p++) {
+		size_t k = 0;
+		while (k < nf && strcmp(fam[k], c->probs[p].family))
+			k++;
+		if (k == nf)
+			fam[nf++] = c->probs[p].family;
+	}
+	for (size_t i = 1; i < nf; i++)
+		for (size_t j = i; j > 0 && strcmp(fam[j - 1], fam[j]) > 0; j--) {
+			const char *t = fam[j];
+			fam[j] = fam[j - 1];
+			fam[j - 1] = t;
+		}
+	json_t *bycat = json_object();
+	for (size_t f = 0; f < nf; f++) {
+		refs = select_refs(c, -1, fam[f], &n);
+		json_object_set_new(bycat, fam[f], group_metrics(refs, n));
+		free(refs);
+	}
+	free(fam);
+	json_object_set_new(o, "by_category", bycat);
+	return o;
+}
+
+/* ---- paired transfer analysis (ours) ------------------------------------- */
+
+enum { CLS_HARMED = -1, CLS_NEUTRAL = 0, CLS_HELPED = 1 };
+enum { ST_ABOVE, ST_SAME, ST_BELOW, NSTANDING };
+static const char *const standing_names[NSTANDING] = {"above", "same", "below"};
+
+/* Groups of comparisons the analysis reports (and the bootstrap resamples). */
+enum { G_ALL, G_DIR0, G_DIR1, G_ABOVE, G_SAME, G_BELOW, NGROUPS };
+static const char *const group_names[NGROUPS] = {"all", "cutedsl2tirx", "tirx2cutedsl", "above", "same",
+						 "below"};
+
+struct cmp {
+	const struct prob *p;
+	const struct rep *r;
+	int dir;
+	double e_skill, e_base, e_source, ratio, logr;
+	int cls, standing, skipped;
+	int skill_passed, base_passed;
+	int dlift[REPORT_NTHRESHOLDS];  /* skill attains - base attains */
+	size_t unit;
+};
+
+static double effective(const struct rec *e, double e_fail)
+{
+	return e->passed && e->speedup > 0 ? e->speedup : e_fail;
+}
+
+/* The ratio rule: ratios within 1e-12 (relative) of a threshold reach it,
+ * so 1.05 / 1.00 counts as helped at delta 0.05 despite rounding. */
+static int classify(double ratio, double delta)
+{
+	double up = 1 + delta;
+	if (ratio >= up * (1 - 1e-12))
+		return CLS_HELPED;
+	if (ratio <= (1 / up) * (1 + 1e-12))
+		return CLS_HARMED;
+	return CLS_NEUTRAL;
+}
+
+struct gsum {                   /* what the statistics of a group need */
+	double n, helped, harmed, logr, dlift[REPORT_NTHRESHOLDS];
+};
+
+enum { ST_T, ST_H, ST_N, ST_DGM, ST_LIFT0, ST_LIFTS = ST_LIFT0 + REPORT_NTHRESHOLDS, NSTATS };
+static const char *const stat_names[NSTATS] = {"T", "H", "neutral_share", "dGM", "lift_R@0", "lift_R@0.5",
+					       "lift_R@1", "lift_R@2", "lift_R@4", "lift_S"};
+
+static void gsum_stats(const struct gsum *g, double *out)
+{
+	if (g->n <= 0) {
+		for (int i = 0; i < NSTATS; i++)
+			out[i] = NAN;
+		return;
+	}
+	out[ST_T] = g->helped / g->n;
+	out[ST_H] = g->harmed / g->n;
+	out[ST_N] = 1 - out[ST_T] - out[ST_H];
+	out[ST_DGM] = exp(g->logr / g->n) - 1;
+	double s = 0;
+	for (int t = 0; t < REPORT_NTHRESHOLDS; t++) {
+		out[ST_LIFT0 + t] = g->dlift[t] / g->n;
+		s += out[ST_LIFT0 + t];
+	}
+	out[ST_LIFTS] = 100 * s / REPORT_NTHRESHOLDS;
+}
+
+static void cmp_groups(const struct cmp *c, int g[3])
+{
+	g[0] = G_ALL;
+	g[1] = G_DIR0 + c->dir;
+	g[2] = G_ABOVE + c->standing;
+}
+
+static void gsum_add(struct gsum *g, const struct cmp *c, double w)
+{
+	g->n += w;
+	g->helped += w * (c->cls == CLS_HELPED);
+	g->harmed += w * (c->cls == CLS_HARMED);
+	g->logr += w * c->logr;
+	for (int t = 0; t < REPORT_NTHRESHOLDS; t++)
+		g->dlift[t] += w * c->dlift[t];
+}
+
+static json_t *pair_json(double lo, double hi)
+{
+	if (!isfinite(lo) || !isfinite(hi))
+		return json_null();
+	return json_pack("[o, o]", json_real(lo), json_real(hi));
+}
+
+static json_t *group_json(const struct cmp *cmps, size_t n, int group, const double (*ci)[NSTATS][2])
+{
+	struct gsum g = {0};
+	size_t m = 0;
+	double *logr = xmalloc((n ? n : 1) * sizeof(*logr));
+	long pos = 0, neg = 0, b = 0, c = 0;
+	for (size_t i = 0; i < n; i++) {
+		int gs[3];
+		cmp_groups(&cmps[i], gs);
+		if (gs[0] != group && gs[1] != group && gs[2] != group)
+			continue;
+		gsum_add(&g, &cmps[i], 1);
+		logr[m++] = cmps[i].logr;
+		pos += cmps[i].logr > 0;
+		neg += cmps[i].logr < 0;
+		b += cmps[i].skill_passed && !cmps[i].base_passed;
+		c += !cmps[i].skill_passed && cmps[i].base_passed;
+	}
+	double st[NSTATS];
+	gsum_stats(&g, st);
+	struct wilcoxon_result w;
+	if (stats_wilcoxon(logr, m, -1, &w) < 0)
+		BUG("automatic Wilcoxon refused");
+	free(logr);
+	long k = (long)m;
+	double lo, hi;
+	json_t *o = json_pack("{s:I, s:I, s:I, s:I}", "n", (json_int_t)k, "helped", (json_int_t)g.helped,
+			      "harmed", (json_int_t)g.harmed, "neutral", (json_int_t)(k - (long)g.helped - (long)g.harmed));
+	for (int s = 0; s < NSTATS; s++)
+		json_object_set_new(o, stat_names[s], jnum(st[s]));
+	json_object_set_new(o, "geomean_ratio", k ? jnum(st[ST_DGM] + 1) : json_null());
+	stats_wilson((long)g.helped, k, STATS_Z95, &lo, &hi);
+	json_object_set_new(o, "T_wilson", k ? pair_json(lo, hi) : json_null());
+	stats_wilson((long)g.harmed, k, STATS_Z95, &lo, &hi);
+	json_object_set_new(o, "H_wilson", k ? pair_json(lo, hi) : json_null());
+	stats_wilson(k - (long)g.helped - (long)g.harmed, k, STATS_Z95, &lo, &hi);
+	json_object_set_new(o, "neutral_wilson", k ? pair_json(lo, hi) : json_null());
+	json_object_set_new(o, "sign_test", json_pack("{s:I, s:I, s:f}", "positive", (json_int_t)pos,
+		"negative", (json_int_t)neg, "p", stats_sign_test(pos, neg)));
+	json_object_set_new(o, "wilcoxon", json_pack("{s:I, s:I, s:f, s:f, s:s, s:f}", "n", (json_int_t)w.n,
+		"zeros", (json_int_t)w.zeros, "statistic", w.statistic, "z", w.z,
+		"method", w.exact ? "exact" : "normal", "p", w.p));
+	json_object_set_new(o, "mcnemar", json_pack("{s:I, s:I, s:f}", "skill_only_passed", (json_int_t)b,
+		"solo_only_passed", (json_int_t)c, "p", stats_mcnemar_exact(b, c)));
+	if (ci) {
+		json_t *cj = json_object();
+		for (int s = 0; s < NSTATS; s++)
+			json_object_set_new(cj, stat_names[s], pair_json(ci[group][s][0], ci[group][s][1]));
+		json_object_set_new(o, "bootstrap_ci", cj);
+	} else {
+		json_object_set_new(o, "bootstrap_ci", json_null());
+	}
+	return o;
+}
+
+/* Percentile intervals of every statistic of every group over o->bootstrap
+ * two-level resamples: problems, then replicates within a problem. */
+static void bootstrap(const struct cmp *cmps, size_t n, const size_t *start, size_t nclusters,
+		      const struct report_opts *o, double (*ci)[NSTATS][2])
+{
+	size_t nunits = start[nclusters], B = (size_t)o->bootstrap;
+	/* per unit and group, the sums of its comparisons */
+	struct gsum *ug = xcalloc(nunits * NGROUPS, sizeof(*ug));
+	for (size_t i = 0; i < n; i++) {
+		int gs[3];
+		cmp_groups(&cmps[i], gs);
+		for (int k = 0; k < 3; k++)
+			gsum_add(&ug[cmps[i].unit * NGROUPS + gs[k]], &cmps[i], 1);
+	}
+	uint32_t *w = xmalloc(nunits * sizeof(*w));
+	double *samples = xmalloc(B * NGROUPS * NSTATS * sizeof(*samples));
+	struct stats_rng rng;
+	stats_rng_seed(&rng, o->seed);
+	for (size_t b = 0; b < B; b++) {
+		stats_bootstrap_draw(&rng, start, nclusters, w);
+		struct gsum acc[NGROUPS];
+		memset(acc, 0, sizeof(acc));
+		for (size_t u = 0; u < nunits; u++) {
+			if (!w[u])
+				continue;
+			double wu = w[u];
+			const struct gsum *x = &ug[u * NGROUPS];
+			for (int g = 0; g < NGROUPS; g++) {
+				if (x[g].n == 0)
+					continue;
+				acc[g].n += wu * x[g].n;
+				acc[g].helped += wu * x[g].helped;
+				acc[g].harmed += wu * x[g].harmed;
+				acc[g].logr += wu * x[g].logr;
+				for (int t = 0; t < REPORT_NTHRESHOLDS; t++)
+					acc[g].dlift[t] += wu * x[g].dlift[t];
+			}
+		}
+		for (int g = 0; g < NGROUPS; g++) {
+			double st[NSTATS];
+			gsum_stats(&acc[g], st);
+			for (int s = 0; s < NSTATS; s++)
+				samples[((size_t)g * NSTATS + (size_t)s) * B + b] = st[s];
+		}
+	}
+	for (int g = 0; g < NGROUPS; g++)
+		for (int s = 0; s < NSTATS; s++) {
+			double *x = &samples[((size_t)g * NSTATS + (size_t)s) * B];
+			size_t k = stats_sort(x, B);
+			/* a group absent from most resamples has no interval */
+			int ok = k >= B / 2 && k > 0;
+			ci[g][s][0] = ok ? stats_quantile_sorted(x, k, 0.025) : NAN;
+			ci[g][s][1] = ok ? stats_quantile_sorted(x, k, 0.975) : NAN;
+		}
+	free(samples);
+	free(w);
+	free(ug);
+}
+
+static json_t *paired_json(struct config *c, const struct report_opts *o)
+{
+	size_t cap = 0;
+	for (size_t p = 0; p < c->nprobs; p++)
+		cap += 2 * c->probs[p].nreps;
+	struct cmp *cmps = xmalloc((cap ? cap : 1) * sizeof(*cmps));
+	size_t n = 0, nunits = 0, nclusters = 0, max_reps = 0;
+	size_t *start = xmalloc((c->nprobs + 1) * sizeof(*start));
+	for (size_t p = 0; p < c->nprobs; p++) {
+		struct prob *pr = &c->probs[p];
+		size_t units_before = nunits;
+		for (size_t r = 0; r < pr->nreps; r++) {
+			struct rep *rp = &pr->reps[r];
+			rp->unit = SIZE_MAX;
+			for (int d = 0; d < 2; d++) {
+				struct cref ref = {pr, rp, d};
+				if (!resolved(&ref))
+					continue;
+				if (rp->unit == SIZE_MAX)
+					rp->unit = nunits++;
+				struct cmp *x = &cmps[n++];
+				memset(x, 0, sizeof(*x));
+				x->p = pr;
+				x->r = rp;
+				x->dir = d;
+				x->unit = rp->unit;
+				const struct rec *src = ref_arm(&ref, 0), *base = ref_arm(&ref, 1), *sk = skill_outcome(&ref);
+				x->skipped = ref_arm(&ref, 2)->skipped;
+				x->e_base = effective(base, o->e_fail);
+				x->e_skill = effective(sk, o->e_fail);
+				x->e_source = effective(src, o->e_fail);
+				x->ratio = x->skipped ? 1 : x->e_skill / x->e_base;
+				x->logr = x->skipped ? 0 : log(x->e_skill) - log(x->e_base);
+				x->cls = x->skipped ? CLS_NEUTRAL : classify(x->ratio, o->delta);
+				int s = classify(x->e_source / x->e_base, o->delta);
+				x->standing = s == CLS_HELPED ? ST_ABOVE : s == CLS_HARMED ? ST_BELOW : ST_SAME;
+				x->skill_passed = sk->passed;
+				x->base_passed = base->passed;
+				for (int t = 0; t < REPORT_NTHRESHOLDS; t++)
+					x->dlift[t] = attains(sk, report_thresholds[t]) - attains(base, report_thresholds[t]);
+			}
+		}
+		if (nunits > units_before) {
+			start[nclusters++] = units_before;
+			if (nunits - units_before > max_reps)
+				max_reps = nunits - units_before;
+		}
+	}
+	start[nclusters] = nunits;
+
+	double (*ci)[NSTATS][2] = NULL;
+	json_t *boot = json_null();
+	if (o->bootstrap > 0 && max_reps >= 2) {
+		ci = xmalloc(NGROUPS * sizeof(*ci));
+		bootstrap(cmps, n, start, nclusters, o, ci);
+		boot = json_pack("{s:i, s:I, s:I, s:I, s:f, s:s}", "resamples", o->bootstrap,
+				 "seed", (json_int_t)o->seed, "problems", (json_int_t)nclusters,
+				 "replicates", (json_int_t)nunits, "level", 0.95, "method",
+				 "percentile; problems resampled, then replicates within each drawn problem");
+	}
+	json_t *groups = json_object(), *standing = json_object();
+	for (int g = G_ALL; g <= G_DIR1; g++)
+		json_object_set_new(groups, group_names[g], group_json(cmps, n, g, ci));
+	for (int g = G_ABOVE; g <= G_BELOW; g++)
+		json_object_set_new(standing, group_names[g], group_json(cmps, n, g, ci));
+	free(ci);
+
+	/* reverse-direction consistency: same problem and replicate, other direction */
+	long helped = 0, rev[4] = {0}; /* helped, harmed, neutral, unresolved */
+	for (size_t i = 0; i < n; i++) {
+		if (cmps[i].cls != CLS_HELPED)
+			continue;
+		helped++;
+		const struct cmp *other = NULL;
+		if (i > 0 && cmps[i - 1].r == cmps[i].r)
+			other = &cmps[i - 1];
+		else if (i + 1 < n && cmps[i + 1].r == cmps[i].r)
+			other = &cmps[i + 1];
+		rev[!other ? 3 : other->cls == CLS_HELPED ? 0 : other->cls == CLS_HARMED ? 1 : 2]++;
+	}
+	long known = helped - rev[3];
+	json_t *reverse = json_pack("{s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "helped", (json_int_t)helped,
+		"reverse_helped", (json_int_t)rev[0], "reverse_harmed", (json_int_t)rev[1],
+		"reverse_neutral", (json_int_t)rev[2], "reverse_unresolved", (json_int_t)rev[3],
+		"share_helped", known ? json_real((double)rev[0] / (double)known) : json_null(),
+		"share_harmed", known ? json_real((double)rev[1] / (double)known) : json_null());
+
+	static const char *const cls_names[] = {"harmed", "neutral", "helped"};
+	json_t *list = json_array();
+	for (size_t i = 0; i < n; i++) {
+		const struct cmp *x = &cmps[i];
+		json_array_append_new(list, json_pack("{s:i, s:s, s:s, s:i, s:f, s:f, s:f, s:f, s:s, s:s, s:b}",
+			"number", x->p->number, "problem", x->p->label, "direction", directions[x->dir].name,
+			"replicate", x->r->number, "e_skill", x->e_skill, "e_solo", x->e_base,
+			"e_source", x->e_source, "ratio", x->ratio, "class", cls_names[x->cls + 1],
+			"standing", standing_names[x->standing], "skipped", x->skipped));
+	}
+	free(start);
+	free(cmps);
+	return json_pack("{s:f, s:f, s:I, s:o, s:o, s:o, s:o, s:o}", "e_fail", o->e_fail, "delta", o->delta,
+			 "n_comparisons", (json_int_t)n, "bootstrap", boot, "groups", groups,
+			 "by_source_standing", standing, "reverse", reverse, "comparisons", list);
+}
+
+/* ---- the results object --------------------------------------------------- */
+
+static json_t *legend(void)
+{
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+		"arms", "solo_<dsl> attempts the problem in that DSL from scratch and leaves a SKILL.md; "
+		"<a>2<b>_skill attempts it in DSL b with solo_<a>'s SKILL.md attached to the instruction",
+		"records", "per cell (problem and direction) and replicate: source is the solo in the source DSL, "
+		"base the solo in the target DSL, skill the skill-conditioned attempt; resolved means all three "
+		"hold a final verdict (infra_error, model_error and running trials do not); a skill record marked "
+		"skipped was not run because its source left no SKILL.md",
+		"rates", "R@t is the share of resolved cell-replicates that passed with a speedup over eager "
+		"PyTorch of at least t, for t in 0, 0.5, 1, 2, 4 (R@0 is the pass rate); S is 100 times their "
+		"mean; lift is skill minus base, a skipped skill arm counting as its base; with_skill repeats the "
+		"contrast where the source left a SKILL.md; by_source_verdict splits it by whether the source passed",
+		"source_coverage", "the share of resolved cell-replicates whose source solo passed",
+		"skill_coverage", "the share of resolved cell-replicates whose source solo left a SKILL.md",
+		"usage", "per arm over every trial with an attempt, each counted once: trials, summed cost in "
+		"USD and tokens (input including cached, cached, output); a sum is null when a counted attempt "
+		"lacks it; agent_sec is the mean agent wall time",
+		"paired", "(ours) per comparison (resolved cell-replicate): effective speedup e = speedup if "
+		"passed else e_fail; r = e_skill / e_solo; helped if r >= 1 + delta, harmed if r <= 1/(1 + delta), "
+		"neutral otherwise (a skipped skill arm is neutral); T, H: helped and harmed shares; dGM: "
+		"geometric mean of r minus 1",
+		"by_source_standing", "(ours) comparisons split by the source solo's e against the target solo's "
+		"e, by the same ratio rule: above, same, below",
+		"intervals", "(ours) Wilson 95% intervals for T, H and the neutral share; with replicates, 95% "
+		"percentile intervals of a paired bootstrap resampling problems, then replicates within each "
+		"problem; sign and Wilcoxon signed-rank tests on log r (zeros dropped), exact McNemar on pass/fail "
+		"pairs; see docs/report.md");
+}
+
+json_t *report_compute(struct store *s, const struct catalog *catalog, const struct report_opts *o,
+		       const char *store_path)
+{
+	struct loader l = {catalog, NULL, 0, 0};
+	if (store_trial_results(s, o->model, load_row, &l) != 0) {
+		loader_release(&l);
+		return NULL;
+	}
+	json_t *models = json_array();
+	for (size_t i = 0; i < l.ncfg; i++) {
+		struct config *c = &l.cfg[i];
+		json_t *m = json_pack("{s:s, s:s, s:I, s:I}", "model", c->model, "decoding", c->decoding,
+				      "n_trials", (json_int_t)c->ntrials, "n_other_arms", (json_int_t)c->nother);
+		json_object_set_new(m, "overall", overall_json(c));
+		json_object_set_new(m, "paired", paired_json(c, o));
+		json_object_set_new(m, "cells", cells_json(c));
+		json_array_append_new(models, m);
+	}
+	loader_release(&l);
+	json_t *r = json_pack("{s:o, s:s, s:s, s:{s:o, s:f, s:f, s:I, s:i}, s:o}", "legend", legend(),
+			      "generator", "mkb report", "store", store_path, "options",
+			      "model", o->model ? json_string(o->model) : json_null(), "e_fail", o->e_fail,
+			      "delta", o->delta, "seed", (json_int_t)o->seed, "bootstrap", o->bootstrap,
+			      "models", models);
+	/* One model (and decoding): the published results.json's top level too. */
+	if (json_array_size(models) == 1) {
+		json_t *m = json_array_get(models, 0);
+		json_object_set(r, "model", json_object_get(m, "model"));
+		json_object_set_new(r, "harbor_version", json_null());
+		json_object_set(r, "overall", json_object_get(m, "overall"));
+		json_object_set(r, "cells", json_object_get(m, "cells"));
+	}
+	return r;
+}
+
+int report_write(FILE *f, const json_t *results, enum report_format format)
+{
+	switch (format) {
+	case REPORT_JSON:
+		if (json_dumpf(results, f, JSON_INDENT(1) | JSON_REAL_PRECISION(10)) < 0)
+			return -1;
+		return fputc('\n', f) == EOF ? -1 : 0;
+	case REPORT_CSV: return report_write_csv(f, results);
+	case REPORT_HTML: return report_write_html(f, results);
+	case REPORT_MD: return report_write_text(f, results, 1);
+	default: return report_write_text(f, results, 0);
+	}
+}

@@ -1,0 +1,44 @@
+/* mkb report: the store's trials turned into every number of PROTOCOL.md
+ * ("Scores", "Paired transfer analysis"), with intervals and tests. The
+ * report only reads: store -> results (a JSON tree, the published
+ * results.json's fields plus ours) -> text, Markdown, CSV, JSON or HTML.
+ * docs/report.md defines each number. */
+#ifndef MKB_REPORT_H
+#define MKB_REPORT_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "catalog.h"
+#include "store.h"
+
+#define REPORT_NTHRESHOLDS 5
+extern const double report_thresholds[REPORT_NTHRESHOLDS]; /* 0, 0.5, 1, 2, 4 */
+
+struct report_opts {
+	const char *model;       /* only this model's trials (NULL: every model) */
+	double e_fail;           /* effective speedup of a failed attempt (0.1) */
+	double delta;            /* helped: r >= 1 + delta; harmed: r <= 1 / (1 + delta) (0.05) */
+	uint64_t seed;           /* of the bootstrap's generator */
+	int bootstrap;           /* resamples (0: none); drawn only where replicates exist */
+};
+
+#define REPORT_OPTS_INIT { NULL, 0.1, 0.05, 1, 1000 }
+
+/* Read the store's live trials and compute the results object (new
+ * reference). catalog (may be NULL) names problems and their families.
+ * NULL on a store error (printed). */
+json_t *report_compute(struct store *s, const struct catalog *catalog, const struct report_opts *o,
+		       const char *store_path);
+
+enum report_format { REPORT_TEXT, REPORT_MD, REPORT_CSV, REPORT_JSON, REPORT_HTML };
+
+/* Write results in the format to f. 0, or -1 when writing failed. */
+int report_write(FILE *f, const json_t *results, enum report_format format);
+/* The renderers (report_render.c, report_html.c). */
+int report_write_text(FILE *f, const json_t *results, int markdown);
+int report_write_csv(FILE *f, const json_t *results);
+int report_write_html(FILE *f, const json_t *results);
+
+#endif
