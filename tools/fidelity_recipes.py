@@ -123,6 +123,16 @@ spec(31, "31_groupnorm_sd15_fp32.json",
       I(None, "float")],  # the module constant EPS is passed; the parameter name is hidden
      dtype_source="recipe name suffix _fp32")
 
+spec(27, "27_patch_merger_mlp_qwen3_omni_bf16.json",
+     {"NUM_PATCHES": "patches", "NUM_GRIDS": "grids", "HIDDEN_SIZE": "hidden_size",
+      "HIDDEN_SIZE_EXPANDED": "expr:4 * hidden_size", "OUT_HIDDEN_SIZE": "out_hidden_size", "MERGE_SIZE": "ref:MERGE_SIZE"},
+     [I("hidden", None, ("NUM_PATCHES", "HIDDEN_SIZE")), I("grid_thw"), I("ln_weight", None, ("HIDDEN_SIZE",)),
+      I("ln_bias", None, ("HIDDEN_SIZE",)),
+      I(None, None, ("HIDDEN_SIZE_EXPANDED", "HIDDEN_SIZE_EXPANDED")), I(None, None, ("HIDDEN_SIZE_EXPANDED",)),
+      I(None, None, ("OUT_HIDDEN_SIZE", "HIDDEN_SIZE_EXPANDED")), I(None, None, ("OUT_HIDDEN_SIZE",)),
+      I(None, "float")],  # EPS passed as the last input (value hidden)
+     dtype_source="tensor dtypes hidden (bf16 from the recipe name suffix, int64 grid_thw reconstructed)")
+
 spec(29, "29_gelu_feedforward_flux_fp32.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_DIM": "dim", "MLP_HIDDEN_DIM": "hidden"},
      [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_DIM")),
