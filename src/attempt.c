@@ -430,7 +430,7 @@ static int folders_setup(struct attempt *a)
 }
 
 /* INSTRUCTION.md, with the skill section for a skill arm. NULL on error. */
-static char *instruction(struct attempt *a, json_t *opts)
+static char *instruction(struct attempt *a)
 {
 	char *path = xstrfmt("%s/INSTRUCTION.md", a->workspace);
 	char *text = NULL;
@@ -463,7 +463,6 @@ static char *instruction(struct attempt *a, json_t *opts)
 		free(section);
 		free(skill);
 	}
-	(void)opts;
 	free(path);
 	return text;
 }
@@ -648,7 +647,7 @@ int attempt_run(const struct attempt_opts *o, struct attempt_result *res)
 		release(&a);
 		return -1;
 	}
-	char *text = instruction(&a, NULL);
+	char *text = instruction(&a);
 	char *sock = xstrfmt("%s/submit.sock", a.run);
 	int rc = text ? submit_listen(&a.server, sock) : -1;
 	free(sock);

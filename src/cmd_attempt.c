@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "attempt.h"
 #include "cmd.h"
+#include "attempt_flags.h"
 #include "judge_flags.h"
 #include "llm_flags.h"
 #include "paths.h"
@@ -28,18 +29,11 @@ static const char attempt_help[] =
 	"verdict is the attempt's. Everything lands in the store as it happens.\n"
 	"\n"
 	LLM_FLAGS_HELP
-	"  --context-tokens N    the model's context window, for the hand-off summary\n"
-	"                        (default: unknown, as Terminus-2: 1,000,000)\n"
-	"  --max-turns N         end after N turns (default: none)\n"
+	ATTEMPT_FLAGS_HELP
 	"  --skill FILE          a skill arm: attach this SKILL.md (PROTOCOL.md)\n"
 	"  --skill-from DSL      the DSL the skill was distilled in (default: the other one)\n"
 	"  --arm LABEL           a label recorded with the attempt\n"
 	"  --workdir DIR         the attempt's folder (default runs/attempts/<time>-pNN-<dsl>)\n"
-	"  --wall S              agent wall clock in seconds (2400)\n"
-	"  --submissions N       feedback submissions (10)\n"
-	"  --store PATH          results store (default $MKB_STORE or <root>/mkb.db)\n"
-	"  --workload W          what submissions and the final grading run: visible\n"
-	"                        (default, the paper's) or smoke (CPU tests)\n"
 	"  --json                print the attempt's record as one JSON object\n"
 	JUDGE_FLAGS_HELP
 	"\n"
@@ -49,8 +43,7 @@ static const char attempt_help[] =
 	"4 model error.\n";
 
 enum {
-	OPT_DSL = 256, OPT_CONTEXT, OPT_MAX_TURNS, OPT_SKILL, OPT_SKILL_FROM, OPT_ARM, OPT_WORKDIR,
-	OPT_WALL, OPT_SUBMISSIONS, OPT_STORE, OPT_JSON, OPT_HELP, OPT_WORKLOAD,
+	OPT_DSL = 256, OPT_SKILL, OPT_SKILL_FROM, OPT_ARM, OPT_WORKDIR, OPT_JSON, OPT_HELP,
 };
 
 struct attempt_args {
@@ -66,23 +59,17 @@ static int parse_args(int argc, char **argv, struct attempt_args *x)
 	static const struct option opts[] = {
 		LLM_LONG_OPTIONS,
 		JUDGE_LONG_OPTIONS,
+		ATTEMPT_LONG_OPTIONS,
 		{"dsl", required_argument, NULL, OPT_DSL},
-		{"context-tokens", required_argument, NULL, OPT_CONTEXT},
-		{"max-turns", required_argument, NULL, OPT_MAX_TURNS},
 		{"skill", required_argument, NULL, OPT_SKILL},
 		{"skill-from", required_argument, NULL, OPT_SKILL_FROM},
 		{"arm", required_argument, NULL, OPT_ARM},
 		{"workdir", required_argument, NULL, OPT_WORKDIR},
-		{"wall", required_argument, NULL, OPT_WALL},
-		{"submissions", required_argument, NULL, OPT_SUBMISSIONS},
-		{"store", required_argument, NULL, OPT_STORE},
-		{"workload", required_argument, NULL, OPT_WORKLOAD},
 		{"json", no_argument, NULL, OPT_JSON},
 		{"help", no_argument, NULL, OPT_HELP},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
-	long n;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -91,31 +78,14 @@ static int parse_args(int argc, char **argv, struct attempt_args *x)
 		case OPT_SKILL_FROM: x->skill_from = optarg; break;
 		case OPT_ARM: x->a.arm = optarg; break;
 		case OPT_WORKDIR: x->a.workdir = optarg; break;
-		case OPT_STORE: x->a.store_path = optarg; break;
-		case OPT_WORKLOAD: x->judge.workload = optarg; break;
 		case OPT_JSON: x->as_json = 1; break;
 		case OPT_HELP: case 'h': fputs(attempt_help, stdout); return -1;
-		case OPT_CONTEXT:
-			if (parse_long(optarg, 1000, 100000000, &x->a.context_tokens) < 0)
-				return usage_error("attempt", "--context-tokens wants an integer in 1000..100000000");
-			break;
-		case OPT_MAX_TURNS:
-			if (parse_long(optarg, 1, 1000000, &x->a.max_turns) < 0)
-				return usage_error("attempt", "--max-turns wants an integer in 1..1000000");
-			break;
-		case OPT_WALL:
-			if (number_arg("--wall", optarg, 1, 7 * 86400, &x->a.wall_s) < 0)
-				return usage_error("attempt", NULL);
-			break;
-		case OPT_SUBMISSIONS:
-			if (parse_long(optarg, 0, 1000, &n) < 0)
-				return usage_error("attempt", "--submissions wants an integer in 0..1000");
-			x->a.submissions = (int)n;
-			break;
 		default: {
 			int taken = llm_flag(c, optarg, &x->llm);
 			if (!taken)
 				taken = judge_flag(c, optarg, &x->judge);
+			if (!taken)
+				taken = attempt_flag(c, optarg, &x->a, &x->judge);
 			if (taken < 0)
 				return usage_error("attempt", NULL);
 			if (!taken)
@@ -227,7 +197,7 @@ static void print_event(json_t *e)
 static int attempt_show(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"store", required_argument, NULL, OPT_STORE},
+		{"store", required_argument, NULL, ATTEMPT_OPT_STORE},
 		{"json", no_argument, NULL, OPT_JSON},
 		{"help", no_argument, NULL, OPT_HELP},
 		{NULL, 0, NULL, 0},
@@ -238,7 +208,7 @@ static int attempt_show(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case OPT_STORE: store_path = optarg; break;
+		case ATTEMPT_OPT_STORE: store_path = optarg; break;
 		case OPT_JSON: as_json = 1; break;
 		case OPT_HELP: case 'h': fputs(attempt_help, stdout); return EXIT_OK;
 		default: return usage_error("attempt", "bad option");

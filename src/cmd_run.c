@@ -7,6 +7,7 @@
 
 #include "agent.h"
 #include "cmd.h"
+#include "attempt_flags.h"
 #include "judge_flags.h"
 #include "llm_flags.h"
 #include "paths.h"
@@ -35,12 +36,10 @@ static const char run_help[] =
 	"                        2 on the CPU) over every GPU (--gpus, default all)\n"
 	"  --dry-run             print the plan only\n"
 	"  --rerun-stale         archive stale trials' records and run them again\n"
-	"  --wall S, --submissions N, --workload W, --context-tokens N, --max-turns N:\n"
-	"                        as for mkb attempt\n"
 	"  --max-cost USD        no new trial starts once the model's attempts in the store cost\n"
 	"                        this much (needs --prices); running ones finish\n"
 	"  --runs-dir DIR        the attempts' folders (default <root>/runs)\n"
-	"  --store PATH          results store (default $MKB_STORE or <root>/mkb.db)\n"
+	ATTEMPT_FLAGS_HELP
 	LLM_FLAGS_HELP
 	JUDGE_FLAGS_HELP
 	"\n"
@@ -48,9 +47,8 @@ static const char run_help[] =
 	"3 infrastructure.\n";
 
 enum {
-	OPT_PROBLEMS = 256, OPT_FAMILY, OPT_ARMS, OPT_REPLICATES, OPT_DRY_RUN, OPT_RERUN_STALE, OPT_WALL,
-	OPT_SUBMISSIONS, OPT_WORKLOAD, OPT_CONTEXT, OPT_MAX_TURNS, OPT_RUNS_DIR, OPT_STORE, OPT_HELP,
-	OPT_MAX_COST, OPT_CONCURRENCY,
+	OPT_PROBLEMS = 256, OPT_FAMILY, OPT_ARMS, OPT_REPLICATES, OPT_DRY_RUN, OPT_RERUN_STALE,
+	OPT_RUNS_DIR, OPT_HELP, OPT_MAX_COST, OPT_CONCURRENCY,
 };
 
 struct run_args {
@@ -65,6 +63,7 @@ static int parse_args(int argc, char **argv, struct run_args *x)
 	static const struct option opts[] = {
 		LLM_LONG_OPTIONS,
 		JUDGE_LONG_OPTIONS,
+		ATTEMPT_LONG_OPTIONS,
 		{"problems", required_argument, NULL, OPT_PROBLEMS},
 		{"family", required_argument, NULL, OPT_FAMILY},
 		{"arms", required_argument, NULL, OPT_ARMS},
@@ -72,14 +71,8 @@ static int parse_args(int argc, char **argv, struct run_args *x)
 		{"dry-run", no_argument, NULL, OPT_DRY_RUN},
 		{"concurrency", required_argument, NULL, OPT_CONCURRENCY},
 		{"rerun-stale", no_argument, NULL, OPT_RERUN_STALE},
-		{"wall", required_argument, NULL, OPT_WALL},
-		{"submissions", required_argument, NULL, OPT_SUBMISSIONS},
-		{"workload", required_argument, NULL, OPT_WORKLOAD},
-		{"context-tokens", required_argument, NULL, OPT_CONTEXT},
-		{"max-turns", required_argument, NULL, OPT_MAX_TURNS},
 		{"runs-dir", required_argument, NULL, OPT_RUNS_DIR},
 		{"max-cost", required_argument, NULL, OPT_MAX_COST},
-		{"store", required_argument, NULL, OPT_STORE},
 		{"help", no_argument, NULL, OPT_HELP},
 		{NULL, 0, NULL, 0},
 	};
@@ -93,9 +86,7 @@ static int parse_args(int argc, char **argv, struct run_args *x)
 		case OPT_ARMS: x->arms = optarg; break;
 		case OPT_DRY_RUN: x->r.dry_run = 1; break;
 		case OPT_RERUN_STALE: x->r.rerun_stale = 1; break;
-		case OPT_WORKLOAD: x->judge.workload = optarg; break;
 		case OPT_RUNS_DIR: x->runs_dir = optarg; break;
-		case OPT_STORE: x->r.attempt.store_path = optarg; break;
 		case OPT_HELP: case 'h': fputs(run_help, stdout); return -1;
 		case OPT_CONCURRENCY:
 			if (parse_long(optarg, 1, 4096, &n) < 0)
@@ -107,31 +98,16 @@ static int parse_args(int argc, char **argv, struct run_args *x)
 				return usage_error("run", "--replicates wants an integer in 1..1000");
 			x->r.replicates = (int)n;
 			break;
-		case OPT_WALL:
-			if (number_arg("--wall", optarg, 1, 7 * 86400, &x->r.attempt.wall_s) < 0)
-				return usage_error("run", NULL);
-			break;
 		case OPT_MAX_COST:
 			if (number_arg("--max-cost", optarg, 1e-9, 1e9, &x->r.max_cost) < 0)
 				return usage_error("run", NULL);
-			break;
-		case OPT_SUBMISSIONS:
-			if (parse_long(optarg, 0, 1000, &n) < 0)
-				return usage_error("run", "--submissions wants an integer in 0..1000");
-			x->r.attempt.submissions = (int)n;
-			break;
-		case OPT_CONTEXT:
-			if (parse_long(optarg, 1000, 100000000, &x->r.attempt.context_tokens) < 0)
-				return usage_error("run", "--context-tokens wants an integer in 1000..100000000");
-			break;
-		case OPT_MAX_TURNS:
-			if (parse_long(optarg, 1, 1000000, &x->r.attempt.max_turns) < 0)
-				return usage_error("run", "--max-turns wants an integer in 1..1000000");
 			break;
 		default: {
 			int taken = llm_flag(c, optarg, &x->llm);
 			if (!taken)
 				taken = judge_flag(c, optarg, &x->judge);
+			if (!taken)
+				taken = attempt_flag(c, optarg, &x->r.attempt, &x->judge);
 			if (taken < 0)
 				return usage_error("run", NULL);
 			if (!taken)
