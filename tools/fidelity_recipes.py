@@ -162,6 +162,16 @@ spec(33, "33_residual_rmsnorm_swiglu_mlp_hermes_bf16.json",
       I(None, "bfloat16", ("INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
       I(None, "bfloat16", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE")),
       I(None, "float")])  # eps 1e-05 passed as an input
+spec(34, "34_swiglu_mlp_backward_hermes_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate"},
+     [I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "INTERMEDIATE_SIZE")),
+      I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "INTERMEDIATE_SIZE")),
+      I(None, "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "INTERMEDIATE_SIZE")),
+      I(None, "bfloat16", ("INTERMEDIATE_SIZE", "HIDDEN_SIZE")), I(None, "bfloat16", ("INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE"))],
+     outputs=4, dtype_source="bfloat16 readable in every draw; input names hidden; 4 outputs from the tuple annotation's layout")
+
 spec(37, "37_gelu_mlp_backward_step1x_fp32.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "dim", "INTERMEDIATE_SIZE": "intermediate"},
      [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
