@@ -172,6 +172,16 @@ spec(34, "34_swiglu_mlp_backward_hermes_bf16.json",
       I(None, "bfloat16", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE"))],
      outputs=4, dtype_source="bfloat16 readable in every draw; input names hidden; 4 outputs from the tuple annotation's layout")
 
+spec(35, "35_residual_layernorm_gelu_ffn_backward_kokoro_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "dim", "INTERMEDIATE_SIZE": "hidden"},
+     [I("grad_output", "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I("hidden_states", "float32"),
+      I("fc1_weight", "float32", ("INTERMEDIATE_SIZE", "HIDDEN_SIZE")), I("fc1_output", "float32"),
+      I("gelu_output", "float32"), I("fc2_weight", "float32", ("HIDDEN_SIZE", "INTERMEDIATE_SIZE")),
+      I("normalized", "float32"), I("var", "float32"), I("ln_weight", "float32", ("HIDDEN_SIZE",)),
+      I("eps", "float")],
+     outputs=7, dtype_source="dtype=torch.float32 readable in every draw; which [B,S,H] draw is grad_output / "
+                             "hidden_states is hidden (same shape); 7 outputs from the tuple annotation's layout")
+
 spec(37, "37_gelu_mlp_backward_step1x_fp32.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "dim", "INTERMEDIATE_SIZE": "intermediate"},
      [I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")), I(None, "float32", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
