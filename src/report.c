@@ -717,7 +717,7 @@ static json_t *paired_json(struct config *c, const struct report_opts *o)
 				x->e_skill = effective(sk, o->e_fail);
 				x->e_source = effective(src, o->e_fail);
 				x->ratio = x->skipped ? 1 : x->e_skill / x->e_base;
-				x->logr = x->skipped ? 0 : log(x->e_skill) - log(x->e_base);
+				x->logr = log(x->ratio);
 				x->cls = x->skipped ? CLS_NEUTRAL : classify(x->ratio, o->delta);
 				int s = classify(x->e_source / x->e_base, o->delta);
 				x->standing = s == CLS_HELPED ? ST_ABOVE : s == CLS_HARMED ? ST_BELOW : ST_SAME;

@@ -1,0 +1,321 @@
+#!/usr/bin/env bash
+# mkb report on stores built by hand through the real schema (mkb status
+# creates it; rows are then INSERTed), against numbers worked out by hand
+# below; and the statistics against SciPy (tests/python/test_stats_scipy.py).
+. "$(dirname "$0")/../lib.sh"
+PYSTATS=${MKB_PYTHON_STATS:-$TOP/build/python-stats}
+
+# mkstore DB < spec: one trial a line,
+#   model problem replicate arm status passed speedup skill cost [archived]
+# passed 1/0/- (- : no final evaluation), speedup a number or -, skill y/n
+# (the attempt left a SKILL.md), cost a number or - (unknown). A skipped
+# trial has no attempt. Every attempt used 1000 input tokens (100 cached),
+# 50 output tokens and 10 s.
+cat >"$TMP/mkstore.py" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+now = "2025-01-01T00:00:00Z"
+for line in sys.stdin.read().splitlines():
+    if not line.strip() or line.startswith("#"):
+        continue
+    f = line.split()
+    model, prob, rep, arm, status, passed, speed, skill, cost = f[:9]
+    archived = int(f[9]) if len(f) > 9 else 0
+    dsl = "tirx" if arm in ("solo_tirx", "cutedsl2tirx_skill") else "cutedsl"
+    attempt = None
+    if status != "skipped":
+        ev = None
+        if passed != "-":
+            cur = db.execute("INSERT INTO evaluations (started_at, problem, dsl, workload, device, kernel_path,"
+                             " problem_sha256, grader_sha256, options, status, passed, speedup)"
+                             " VALUES (?, ?, ?, 'visible', 'cuda', 'k.py', 'x', 'x', '{}', ?, ?, ?)",
+                             (now, int(prob), dsl, "passed" if passed == "1" else "failed", int(passed),
+                              None if speed == "-" else float(speed)))
+            ev = cur.lastrowid
+        cur = db.execute("INSERT INTO attempts (started_at, problem, dsl, model, arm, workdir, options, status,"
+                         " final_evaluation, input_tokens, cached_tokens, output_tokens, cost_usd, agent_s, skill_out)"
+                         " VALUES (?, ?, ?, ?, ?, 'w', '{}', ?, ?, 1000, 100, 50, ?, 10, ?)",
+                         (now, int(prob), dsl, model, arm, status, ev, None if cost == "-" else float(cost),
+                          "- a finding" if skill == "y" else None))
+        attempt = cur.lastrowid
+    db.execute("INSERT INTO trials (name, model, decoding, arm, problem, dsl, replicate, fingerprint, status,"
+               " attempt, archived, note, created_at) VALUES (?, ?, '{}', ?, ?, ?, ?, 'f', ?, ?, ?, ?, ?)",
+               ("p%02d_r%s_%s" % (int(prob), rep, arm), model, arm, int(prob), dsl, int(rep), status, attempt,
+                archived, "skipped: its source left no SKILL.md" if status == "skipped" else None, now))
+db.commit()
+PY
+mkstore() {
+	"$MKB" status --store "$1" >/dev/null
+	python3 "$TMP/mkstore.py" "$1"
+}
+
+# Read a value from the JSON report: jq-like path on stdin, e.g. models.0.paired.groups.all.T
+jget() {
+	python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1].split("."):
+    v = v[int(k)] if isinstance(v, list) else v[k]
+print(json.dumps(v))' "$1"
+}
+# near A B [tol]: |A - B| <= tol (1e-9)
+near() { python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); t = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-9; sys.exit(0 if abs(a - b) <= t else 1)' "$@" || { echo "not near: $*"; return 1; }; }
+
+# The hand-worked store. Problem 28 (mlp_norm), replicate 1:
+#   solo_cutedsl passed 2.0, solo_tirx passed 1.0, both left skills;
+#   cutedsl2tirx passed 1.5 -> r = 1.5 / 1.0 = 1.5, helped; source 2.0 vs 1.0: above
+#   tirx2cutedsl failed     -> r = 0.1 / 2.0 = 0.05, harmed; source 1.0 vs 2.0: below
+# Problem 01 (attention), replicate 1:
+#   solo_cutedsl failed, no skill; solo_tirx passed 0.6 with a skill
+#   cutedsl2tirx skipped    -> r = 1, neutral; source 0.1 vs 0.6: below
+#   tirx2cutedsl timed out, its final kernel passed 4.0 -> r = 4.0 / 0.1 = 40, helped;
+#                             source 0.6 vs 0.1: above
+# Problem 36: solo_tirx is an infra_error, so both its cells are unresolved
+# and change no number; an archived record of 28's solo_tirx is ignored.
+cat >"$TMP/hand.spec" <<'S'
+m 28 1 solo_cutedsl passed 1 2.0 y 0.01
+m 28 1 solo_tirx passed 1 1.0 y 0.01
+m 28 1 solo_tirx failed 0 - y 0.01 1
+m 28 1 cutedsl2tirx_skill passed 1 1.5 y 0.01
+m 28 1 tirx2cutedsl_skill failed 0 - y 0.01
+m 1 1 solo_cutedsl failed 0 - n 0.01
+m 1 1 solo_tirx passed 1 0.6 y -
+m 1 1 cutedsl2tirx_skill skipped - - n -
+m 1 1 tirx2cutedsl_skill timed_out 1 4.0 y 0.01
+m 36 1 solo_cutedsl passed 1 1.0 y 0.01
+m 36 1 solo_tirx infra_error - - n 0.01
+m 36 1 cutedsl2tirx_skill passed 1 1.2 y 0.01
+m 36 1 tirx2cutedsl_skill failed 0 - y 0.01
+S
+
+expect 'scores on the hand-worked store: R@t, S, lift, coverage (published definitions)' '
+	mkstore hand.db <"$TMP/hand.spec"
+	"$MKB" report --store hand.db --format json >r.json
+	o() { jget "models.0.overall.$1" <r.json; }
+	[ "$(o n_cells)" = 6 ]
+	[ "$(o n_cell_replicates)" = 6 ]
+	[ "$(o n_resolved)" = 4 ]
+	near "$(o source_coverage)" 0.75
+	near "$(o skill_coverage)" 0.75
+	# base: passes 1.0, 2.0, 0.6 of 4: R@0 .75 R@0.5 .75 R@1 .5 R@2 .25 R@4 0 -> S 45
+	near "$(o base.S)" 45
+	near "$(o base.R@1)" 0.5
+	near "$(o base.R@4)" 0
+	# skill (skipped counts as base): 1.5, fail, 0.6, 4.0 -> .75 .75 .5 .25 .25 -> S 50
+	near "$(o skill.S)" 50
+	near "$(o skill.R@4)" 0.25
+	near "$(o lift.S)" 5
+	near "$(o lift.R@4)" 0.25
+	# with_skill drops 01 cutedsl2tirx: base 7/3 / 5, skill 8/3 / 5
+	near "$(o with_skill.base.S)" 46.666666667 1e-6
+	near "$(o with_skill.lift.S)" 6.666666667 1e-6
+	# by source verdict: the one failed source is 01 cutedsl2tirx (skipped: lift 0)
+	[ "$(o by_source_verdict.failed.n)" = 1 ]
+	near "$(o by_source_verdict.failed.lift.S)" 0
+	near "$(o by_source_verdict.passed.lift.S)" 6.666666667 1e-6
+	# by direction: cutedsl2tirx base 1.0, 0.6 -> S 50; skill 1.5, 0.6 -> S 50
+	near "$(o by_direction.cutedsl2tirx.lift.S)" 0
+	near "$(o by_direction.tirx2cutedsl.skill.R@4)" 0.5
+	near "$(o by_category.attention.source_coverage)" 0.5
+	[ "$(o by_category.mlp_norm.n_resolved)" = 2 ]
+	[ "$(o by_category.mlp_norm.n_cell_replicates)" = 4 ]
+'
+
+expect 'usage per arm: each trial once, a null sum where a cost is unknown, the skipped arm uncounted' '
+	u() { jget "models.0.overall.usage.$1" <r.json; }
+	[ "$(u solo_tirx.n_trials)" = 3 ]
+	[ "$(u solo_tirx.cost_usd)" = null ]
+	[ "$(u solo_tirx.n_input_tokens)" = 3000 ]
+	[ "$(u solo_tirx.n_cache_tokens)" = 300 ]
+	[ "$(u cutedsl2tirx_skill.n_trials)" = 2 ]
+	near "$(u cutedsl2tirx_skill.cost_usd)" 0.02
+	near "$(u solo_cutedsl.agent_sec)" 10
+'
+
+expect 'paired analysis by hand: T, H, dGM, standing, reverse direction, tests' '
+	p() { jget "models.0.paired.$1" <r.json; }
+	[ "$(p n_comparisons)" = 4 ]
+	[ "$(p groups.all.helped)" = 2 ]
+	[ "$(p groups.all.harmed)" = 1 ]
+	[ "$(p groups.all.neutral)" = 1 ]
+	near "$(p groups.all.T)" 0.5
+	near "$(p groups.all.H)" 0.25
+	# dGM = (1.5 x 0.05 x 1 x 40)^(1/4) - 1 = 3^(1/4) - 1
+	near "$(p groups.all.dGM)" "$(python3 -c "print(3 ** 0.25 - 1)")"
+	# above: 1.5 and 40, both helped; below: 0.05 (harmed) and 1 (neutral)
+	near "$(p by_source_standing.above.T)" 1
+	near "$(p by_source_standing.above.dGM)" "$(python3 -c "print(60 ** 0.5 - 1)")"
+	near "$(p by_source_standing.below.H)" 0.5
+	near "$(p by_source_standing.below.dGM)" "$(python3 -c "print(0.05 ** 0.5 - 1)")"
+	[ "$(p by_source_standing.same.n)" = 0 ]
+	# reverse of 28 cutedsl2tirx (helped) is harmed; of 01 tirx2cutedsl (helped) neutral
+	[ "$(p reverse.helped)" = 2 ]
+	[ "$(p reverse.reverse_harmed)" = 1 ]
+	[ "$(p reverse.reverse_neutral)" = 1 ]
+	# sign: 2 up, 1 down -> p = 2 x 4/8 = 1; McNemar: one each way -> 1
+	near "$(p groups.all.sign_test.p)" 1
+	[ "$(p groups.all.mcnemar.skill_only_passed)" = 1 ]
+	# Wilcoxon: zero dropped; |log r| ranks 1 (1.5), 2 (0.05), 3 (40): W+ = 4, W- = 2; exact p = 2 x 3/8
+	[ "$(p groups.all.wilcoxon.zeros)" = 1 ]
+	near "$(p groups.all.wilcoxon.statistic)" 2
+	near "$(p groups.all.wilcoxon.p)" 0.75
+	[ "$(p groups.all.wilcoxon.method)" = "\"exact\"" ]
+	# one replicate: Wilson intervals, no bootstrap; 2 of 4: 0.5 -+ 1.96/1.9604 sqrt(0.0625 + 0.0600)
+	[ "$(p bootstrap)" = null ]
+	[ "$(p groups.all.bootstrap_ci)" = null ]
+	near "$(jget models.0.paired.groups.all.T_wilson.0 <r.json)" "$(python3 -c "
+z = 1.959963984540054; n = 4; t = 1 + z * z / n
+print(0.5 - z / t * ((0.25 / n + (z / (2 * n)) ** 2) ** 0.5))")"
+	grep -q "\"timed_out\": true" r.json
+'
+
+expect '--delta and --e-fail move the ratio rule' '
+	"$MKB" report --store hand.db --format json --delta 0.6 >d.json
+	[ "$(jget models.0.paired.groups.all.helped <d.json)" = 1 ]   # 1.5 < 1.6 is neutral now
+	"$MKB" report --store hand.db --format json --e-fail 0.01 >e.json
+	# 0.01 / 2 and 4 / 0.01: the product, hence dGM, is unchanged
+	near "$(jget models.0.paired.groups.all.dGM <e.json)" "$(python3 -c "print(3 ** 0.25 - 1)")"
+	python3 -c "
+import json; c = json.load(open(\"e.json\"))[\"models\"][0][\"paired\"][\"comparisons\"]
+r = {(x[\"number\"], x[\"direction\"]): x[\"ratio\"] for x in c}
+assert abs(r[(1, \"tirx2cutedsl\")] - 400) < 1e-9 and abs(r[(28, \"tirx2cutedsl\")] - 0.005) < 1e-12, r"
+'
+
+expect 'the JSON carries the published results.json fields; cells with replicates and records' '
+	python3 - <<PY
+import json
+r = json.load(open("r.json"))
+for k in ("legend", "model", "harbor_version", "overall", "cells"):
+    assert k in r, k
+for k in ("arms", "records", "rates", "source_coverage", "skill_coverage", "usage"):
+    assert k in r["legend"], k
+assert r["overall"] == r["models"][0]["overall"] and r["model"] == "m"
+for k in ("n_cells", "n_cell_replicates", "n_resolved", "source_coverage", "skill_coverage", "base", "skill",
+          "lift", "with_skill", "by_source_verdict", "usage", "by_direction", "by_category"):
+    assert k in r["overall"], k
+cells = {(c["cell"]["problem"], c["cell"]["direction"]): c for c in r["cells"]}
+c = cells[("28_fused_add_rmsnorm", "cutedsl2tirx")]
+assert c["cell"]["category"] == "mlp_norm" and c["cell"]["target_task"] == "28_fused_add_rmsnorm_tirx"
+rep = c["replicates"][0]
+assert rep["resolved"] and rep["n_replicate"] == 1
+assert rep["skill"]["rewards"] == {"passed": 1.0, "speedup_vs_eager": 1.5}
+assert rep["base"]["trial"] == "p28_r1_solo_tirx" and rep["base"]["status"] == "passed"
+assert rep["source"]["usage"]["n_input_tokens"] == 1000
+skipped = cells[("01_gqa_paged_decode_h32_kv8_ps1", "cutedsl2tirx")]["replicates"][0]["skill"]
+assert skipped["skipped"] and skipped["usage"] is None and skipped["rewards"] == {}
+bad = cells[("36_rmsnorm", "tirx2cutedsl")]["replicates"][0]
+assert not bad["resolved"] and bad["source"]["error"].startswith("infra_error")
+assert cells[("36_rmsnorm", "tirx2cutedsl")]["n_resolved"] == 0
+PY
+'
+
+# Replicates: 3 problems x 3 replicates of one model where every skill
+# arm doubles its solo's speedup (r = 2 everywhere), and a second model.
+{
+	for p in 28 36 1; do for k in 1 2 3; do
+		echo "m $p $k solo_cutedsl passed 1 $k y 0.01"
+		echo "m $p $k solo_tirx passed 1 $k y 0.01"
+		echo "m $p $k cutedsl2tirx_skill passed 1 $((2 * k)) y 0.01"
+		echo "m $p $k tirx2cutedsl_skill passed 1 $((2 * k)) y 0.01"
+	done; done
+	for p in 28 36 1 2 3; do for k in 1 2; do
+		echo "n $p $k solo_cutedsl passed 1 1.0 y 0.01"
+		echo "n $p $k solo_tirx failed 0 - y 0.01"
+		echo "n $p $k cutedsl2tirx_skill passed 1 0.$((p % 8 + k + 1)) y 0.01"
+		echo "n $p $k tirx2cutedsl_skill failed 0 - y 0.01"
+	done; done
+} >"$TMP/reps.spec"
+
+expect 'with replicates: bootstrap intervals, degenerate where every ratio is 2, reproducible by seed' '
+	mkstore reps.db <"$TMP/reps.spec"
+	"$MKB" report --store reps.db --model m --format json --seed 7 >a.json
+	"$MKB" report --store reps.db --model m --format json --seed 7 >b.json
+	cmp a.json b.json
+	[ "$(jget models.0.paired.bootstrap.problems <a.json)" = 3 ]
+	[ "$(jget models.0.paired.bootstrap.replicates <a.json)" = 9 ]
+	near "$(jget models.0.paired.groups.all.dGM <a.json)" 1
+	near "$(jget models.0.paired.groups.all.bootstrap_ci.dGM.0 <a.json)" 1
+	near "$(jget models.0.paired.groups.all.bootstrap_ci.dGM.1 <a.json)" 1
+	near "$(jget models.0.paired.groups.all.bootstrap_ci.T.0 <a.json)" 1
+	[ "$(jget models.0.paired.groups.all.wilcoxon.method <a.json)" = "\"normal\"" ] # log r tied everywhere
+	near "$(jget models.0.paired.groups.all.sign_test.p <a.json)" "$(python3 -c "print(2 / 2 ** 18)")"
+	[ "$(jget models <a.json | python3 -c "import json,sys; print(len(json.load(sys.stdin)))")" = 1 ]
+'
+
+expect 'bootstrap intervals hold their estimate, move with the seed, and --bootstrap 0 turns them off' '
+	"$MKB" report --store reps.db --model n --format json --seed 1 >n1.json
+	"$MKB" report --store reps.db --model n --format json --seed 2 >n2.json
+	"$MKB" report --store reps.db --model n --format json --bootstrap 0 >n0.json
+	python3 - <<PY
+import json
+a, b, z = (json.load(open(f))["models"][0]["paired"] for f in ("n1.json", "n2.json", "n0.json"))
+g = a["groups"]["all"]
+for s in ("T", "H", "dGM", "lift_S"):
+    lo, hi = g["bootstrap_ci"][s]
+    assert lo <= g[s] + 1e-12 and g[s] <= hi + 1e-12, (s, lo, g[s], hi)
+assert a["groups"]["all"]["bootstrap_ci"] != b["groups"]["all"]["bootstrap_ci"]
+assert z["bootstrap"] is None and z["groups"]["all"]["bootstrap_ci"] is None
+# n: cutedsl2tirx r = e_skill / 0.1 (solo_tirx fails): all helped; tirx2cutedsl 0.1 / 1.0: harmed
+assert a["groups"]["cutedsl2tirx"]["T"] == 1 and a["groups"]["tirx2cutedsl"]["H"] == 1
+assert a["reverse"]["helped"] == 10 and a["reverse"]["reverse_harmed"] == 10
+# McNemar per direction: cutedsl2tirx 10 skill-only passes, p = 2 / 2^10
+assert abs(a["groups"]["cutedsl2tirx"]["mcnemar"]["p"] - 2 / 2 ** 10) < 1e-15
+PY
+	# two models and no --model: no published top level, both under models
+	"$MKB" report --store reps.db --format json >both.json
+	python3 -c "
+import json; r = json.load(open(\"both.json\"))
+assert [m[\"model\"] for m in r[\"models\"]] == [\"m\", \"n\"] and \"overall\" not in r"
+'
+
+expect 'text, md, csv and html render every model; -o writes the file' '
+	"$MKB" report --store reps.db >t.txt
+	grep -q "^== model m, decoding {}" t.txt
+	grep -q "^== model n, decoding {}" t.txt
+	grep -q "^overall " t.txt
+	grep -q "^source above" t.txt
+	grep -q "^solo_tirx " t.txt
+	"$MKB" report --store reps.db --format md >t.md
+	grep -q "^| comparisons | n | T | H |" t.md
+	"$MKB" report --store reps.db --format csv >t.csv
+	head -1 t.csv | grep -qx "model,decoding,section,group,metric,value,lo,hi"
+	grep -q "^\"m\",\"{}\",\"paired\",\"all\",\"dGM\",1,1,1$" t.csv
+	"$MKB" report --store reps.db --format html -o t.html
+	python3 - <<PY
+from html.parser import HTMLParser
+class P(HTMLParser):
+    def __init__(self):
+        super().__init__(); self.stack = []; self.svgs = 0; self.marks = 0; self.bad = []
+    def handle_starttag(self, tag, a):
+        if tag in ("script", "link", "img"): self.bad.append(tag)
+        if tag == "svg": self.svgs += 1
+        if tag in ("rect", "circle"): self.marks += 1
+p = P(); p.feed(open("t.html").read())
+assert not p.bad, p.bad
+assert p.svgs == 8, p.svgs            # 4 figures per model
+assert p.marks > 40, p.marks          # bars and dots drawn
+PY
+'
+
+expect 'the report only reads: a missing store is an error and is not created; bad flags are usage errors' '
+	set +e
+	"$MKB" report --store nothere.db; rc1=$?
+	"$MKB" report --store hand.db --format pdf; rc2=$?
+	"$MKB" report --store hand.db --e-fail 0; rc3=$?
+	"$MKB" report --store hand.db --bootstrap -1; rc4=$?
+	set -e
+	[ $rc1 = 3 ]
+	[ ! -e nothere.db ]
+	[ $rc2 = 2 ]
+	[ $rc3 = 2 ]
+	[ $rc4 = 2 ]
+	"$MKB" status --store empty.db >/dev/null
+	"$MKB" report --store empty.db | grep -q "^no trials in empty.db"
+'
+
+expect 'statistics agree with SciPy: sign, McNemar, Wilson, Wilcoxon (exact, normal, ties, zeros), bootstrap' '
+	MKB="$MKB" "$PYSTATS" "$TOP/tests/python/test_stats_scipy.py" -v >scipy.log 2>&1 || { cat scipy.log; false; }
+	grep -q "^Ran 5 tests" scipy.log
+'
+
+finish
