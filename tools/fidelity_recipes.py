@@ -236,6 +236,16 @@ spec(43, "43_embedding_rmsnorm_backward_jamba_bf16.json",
      outputs=2, dtype_source="hidden_states_fp32 fp32 from its name; other dtypes hidden (bf16 from the recipe name suffix, int64 ids)")
 
 # ---------------------------------------------------------------- moe
+spec(45, "45_capacity_factor_expert_dispatch_qwen3_coder_480b_bf16.json",
+     {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "MOE_INTERMEDIATE_SIZE": "intermediate",
+      "NUM_EXPERTS": "experts", "NUM_EXPERTS_PER_TOK": "top_k", "POPULARITY_STD": "popularity_std"},
+     [I("hidden_states", "bfloat16", ("NUM_TOKENS", "HIDDEN_SIZE")), I("selected_experts", "int64"),
+      I("routing_weights", "bfloat16", ("NUM_TOKENS", "NUM_EXPERTS_PER_TOK")),
+      I("expert_gate_weights", "bfloat16", ("NUM_EXPERTS", "HIDDEN_SIZE", "MOE_INTERMEDIATE_SIZE")),
+      I("expert_up_weights", "bfloat16", ("NUM_EXPERTS", "HIDDEN_SIZE", "MOE_INTERMEDIATE_SIZE")),
+      I("expert_down_weights", "bfloat16", ("NUM_EXPERTS", "MOE_INTERMEDIATE_SIZE", "HIDDEN_SIZE"))],
+     outputs=1, dtype_source="bfloat16 readable in the draws; selected_experts int64 from argsort")
+
 spec(48, "48_top10_shared_gate_qwen3next_bf16.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_EXPERTS": "experts",
       "MOE_INTERMEDIATE_SIZE": "intermediate", "SHARED_EXPERT_INTERMEDIATE_SIZE": "shared_intermediate",
