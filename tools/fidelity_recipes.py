@@ -246,6 +246,16 @@ spec(45, "45_capacity_factor_expert_dispatch_qwen3_coder_480b_bf16.json",
       I("expert_down_weights", "bfloat16", ("NUM_EXPERTS", "MOE_INTERMEDIATE_SIZE", "HIDDEN_SIZE"))],
      outputs=1, dtype_source="bfloat16 readable in the draws; selected_experts int64 from argsort")
 
+spec(46, "46_router_dispatch_backward_qwen3_coder_30b_bf16.json",
+     {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "NUM_EXPERTS": "experts", "TOP_K": "top_k"},
+     [I("hidden_states", None, ("NUM_TOKENS", "HIDDEN_SIZE")), I("gate_weight", None, ("NUM_EXPERTS", "HIDDEN_SIZE")),
+      I("routing_probs", "float32", ("NUM_TOKENS", "NUM_EXPERTS")), I("selected_experts", "int64", ("NUM_TOKENS", "TOP_K")),
+      I("routing_weights_sum", "float32"), I("grad_routing_weights", None, ("NUM_TOKENS", "TOP_K")),
+      I("grad_expert_mask", None, ("NUM_EXPERTS", "TOP_K", "NUM_TOKENS")),
+      I("grad_router_logits", None, ("NUM_TOKENS", "NUM_EXPERTS"))],
+     outputs=2, dtype_source="routing_probs fp32 from softmax(router_logits.float()); selected_experts int64 from topk; "
+                             "other dtypes hidden (bf16 from the recipe name suffix); 2 outputs from the return layout")
+
 spec(48, "48_top10_shared_gate_qwen3next_bf16.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_EXPERTS": "experts",
       "MOE_INTERMEDIATE_SIZE": "intermediate", "SHARED_EXPERT_INTERMEDIATE_SIZE": "shared_intermediate",
