@@ -214,7 +214,7 @@ int cmd_report(int argc, char **argv)
 	char *path = store_path ? xstrdup(store_path) : paths_store(env.root);
 	int rc = EXIT_INFRA;
 	struct store *st = NULL;
-	json_t *results = NULL;
+	struct report *results = NULL;
 	/* the report reads; it never creates a store */
 	if (!is_file(path)) {
 		error("no store at '%s'", path);
@@ -243,7 +243,7 @@ int cmd_report(int argc, char **argv)
 		rc = EXIT_OK;
 	free(text);
 out:
-	json_decref(results);
+	report_free(results);
 	store_close(st);
 	free(path);
 	mkb_env_release(&env);

@@ -3,6 +3,7 @@
 #include "report.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -373,69 +374,192 @@ static struct cref *select_refs(const struct config *c, int dir, const char *fam
 	return refs;
 }
 
-static json_t *record_json(const struct prob *p, const struct rep *r, int arm)
+/* ---- streamed JSON: the records and comparisons, too many for a tree ---- */
+
+struct out {
+	FILE *f;
+	size_t len;
+	int bad;
+	char buf[1 << 16];
+};
+
+static void out_flush(struct out *o)
 {
-	const struct rec *e = &r->arm[arm];
-	if (!e->present)
-		return json_null();
-	char name[96];
-	snprintf(name, sizeof(name), "p%02d_r%d_%s", p->number, r->number, arm_names[arm]);
-	json_t *rewards = json_object();
-	if (!e->error && !e->skipped) {
-		json_object_set_new(rewards, "passed", json_real(e->passed ? 1.0 : 0.0));
-		if (e->speedup >= 0)
-			json_object_set_new(rewards, "speedup_vs_eager", json_real(e->speedup));
-	}
-	json_t *usage = json_null();
-	if (e->attempt > 0)
-		usage = json_pack("{s:o, s:o, s:o, s:o, s:f}",
-			"n_input_tokens", e->tokens[0] < 0 ? json_null() : json_integer(e->tokens[0]),
-			"n_cache_tokens", e->tokens[1] < 0 ? json_null() : json_integer(e->tokens[1]),
-			"n_output_tokens", e->tokens[2] < 0 ? json_null() : json_integer(e->tokens[2]),
-			"cost_usd", e->cost < 0 ? json_null() : json_real(e->cost),
-			"agent_sec", e->agent_s > 0 ? e->agent_s : 0.0);
-	return json_pack("{s:o, s:b, s:o, s:o, s:o, s:s, s:s, s:o, s:b}", "rewards", rewards,
-			 "timed_out", e->timed_out,
-			 "error", e->error ? json_string(e->text) : json_null(),
-			 "skipped", e->skipped ? json_string(e->text) : json_null(),
-			 "usage", usage, "trial", name, "status", e->status,
-			 "attempt", e->attempt > 0 ? json_integer(e->attempt) : json_null(),
-			 "wrote_skill", e->wrote_skill);
+	if (o->len && fwrite(o->buf, 1, o->len, o->f) != o->len)
+		o->bad = 1;
+	o->len = 0;
 }
 
-static json_t *cells_json(const struct config *c)
+static void out_add(struct out *o, const char *s, size_t n)
 {
-	json_t *cells = json_array();
+	if (o->len + n > sizeof(o->buf))
+		out_flush(o);
+	if (n > sizeof(o->buf)) {
+		if (fwrite(s, 1, n, o->f) != n)
+			o->bad = 1;
+		return;
+	}
+	memcpy(o->buf + o->len, s, n);
+	o->len += n;
+}
+
+static void out_s(struct out *o, const char *s)
+{
+	out_add(o, s, strlen(s));
+}
+
+static void out_fmt(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_fmt(struct out *o, const char *fmt, ...)
+{
+	char tmp[128];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		BUG("out_fmt: %d bytes", n);
+	out_add(o, tmp, (size_t)n);
+}
+
+/* A JSON string: quotes, backslashes and control bytes escaped. */
+static void out_str(struct out *o, const char *s)
+{
+	out_add(o, "\"", 1);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			out_fmt(o, "\\%c", c);
+		else if (c < 0x20)
+			out_fmt(o, "\\u%04x", c);
+		else
+			out_add(o, s, 1);
+	}
+	out_add(o, "\"", 1);
+}
+
+static void out_num(struct out *o, double v)
+{
+	if (isfinite(v))
+		out_fmt(o, "%.10g", v);
+	else
+		out_s(o, "null");
+}
+
+static void out_count(struct out *o, long long v)
+{
+	if (v < 0)
+		out_s(o, "null");
+	else
+		out_fmt(o, "%lld", v);
+}
+
+/* A trial's record, the published TrialRecord's fields plus ours. */
+static void out_record(struct out *o, const struct prob *p, const struct rep *r, int arm)
+{
+	const struct rec *e = &r->arm[arm];
+	if (!e->present) {
+		out_s(o, "null");
+		return;
+	}
+	out_s(o, "{\"rewards\":{");
+	if (!e->error && !e->skipped) {
+		out_s(o, e->passed ? "\"passed\":1.0" : "\"passed\":0.0");
+		if (e->speedup >= 0) {
+			out_s(o, ",\"speedup_vs_eager\":");
+			out_num(o, e->speedup);
+		}
+	}
+	out_fmt(o, "},\"timed_out\":%s,\"error\":", e->timed_out ? "true" : "false");
+	if (e->error)
+		out_str(o, e->text);
+	else
+		out_s(o, "null");
+	out_s(o, ",\"skipped\":");
+	if (e->skipped)
+		out_str(o, e->text);
+	else
+		out_s(o, "null");
+	out_s(o, ",\"usage\":");
+	if (e->attempt > 0) {
+		out_s(o, "{\"n_input_tokens\":");
+		out_count(o, e->tokens[0]);
+		out_s(o, ",\"n_cache_tokens\":");
+		out_count(o, e->tokens[1]);
+		out_s(o, ",\"n_output_tokens\":");
+		out_count(o, e->tokens[2]);
+		out_s(o, ",\"cost_usd\":");
+		if (e->cost < 0)
+			out_s(o, "null");
+		else
+			out_num(o, e->cost);
+		out_s(o, ",\"agent_sec\":");
+		out_num(o, e->agent_s > 0 ? e->agent_s : 0.0);
+		out_s(o, "}");
+	} else {
+		out_s(o, "null");
+	}
+	out_fmt(o, ",\"trial\":\"p%02d_r%d_%s\",\"status\":", p->number, r->number, arm_names[arm]);
+	out_str(o, e->status);
+	out_s(o, ",\"attempt\":");
+	if (e->attempt > 0)
+		out_fmt(o, "%lld", (long long)e->attempt);
+	else
+		out_s(o, "null");
+	out_fmt(o, ",\"wrote_skill\":%s}", e->wrote_skill ? "true" : "false");
+}
+
+static void out_replicates(struct out *o, const struct prob *pr, int dir)
+{
+	const struct direction *d = &directions[dir];
+	out_s(o, "[");
+	for (size_t r = 0; r < pr->nreps; r++) {
+		struct cref ref = {pr, &pr->reps[r], dir};
+		out_fmt(o, "%s{\"resolved\":%s,\"n_replicate\":%d,\"source\":", r ? "," : "",
+			resolved(&ref) ? "true" : "false", pr->reps[r].number);
+		out_record(o, pr, &pr->reps[r], d->source);
+		out_s(o, ",\"base\":");
+		out_record(o, pr, &pr->reps[r], d->base);
+		out_s(o, ",\"skill\":");
+		out_record(o, pr, &pr->reps[r], d->skill);
+		out_s(o, "}");
+	}
+	out_s(o, "]");
+}
+
+/* A cell's summary; its replicates are streamed when written. */
+struct cell {
+	json_t *summary;
+	const struct prob *p;
+	int dir;
+};
+
+static void cells_json(const struct config *c, struct cell **cells, size_t *n, size_t *cap)
+{
 	for (size_t p = 0; p < c->nprobs; p++) {
 		const struct prob *pr = &c->probs[p];
 		struct cref *refs = xmalloc((pr->nreps ? pr->nreps : 1) * sizeof(*refs));
 		for (int d = 0; d < 2; d++) {
-			json_t *reps = json_array();
-			for (size_t r = 0; r < pr->nreps; r++) {
+			for (size_t r = 0; r < pr->nreps; r++)
 				refs[r] = (struct cref){pr, &pr->reps[r], d};
-				const struct direction *dd = &directions[d];
-				json_array_append_new(reps, json_pack("{s:b, s:i, s:o, s:o, s:o}",
-					"resolved", resolved(&refs[r]), "n_replicate", pr->reps[r].number,
-					"source", record_json(pr, &pr->reps[r], dd->source),
-					"base", record_json(pr, &pr->reps[r], dd->base),
-					"skill", record_json(pr, &pr->reps[r], dd->skill)));
-			}
 			char *src = xstrfmt("%s_%s", pr->label, directions[d].source_dsl);
 			char *dst = xstrfmt("%s_%s", pr->label, directions[d].target_dsl);
-			json_t *cell = json_pack("{s:{s:s, s:s, s:s, s:s, s:s, s:i}}", "cell", "problem", pr->label,
-						 "category", pr->family, "direction", directions[d].name,
-						 "source_task", src, "target_task", dst, "number", pr->number);
+			json_t *cell = json_pack("{s:{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s}}", "cell", "problem",
+						 pr->label, "category", pr->family, "direction", directions[d].name,
+						 "source_task", src, "target_task", dst, "number", pr->number,
+						 "model", c->model, "decoding", c->decoding);
 			free(src);
 			free(dst);
 			json_t *m = group_metrics(refs, pr->nreps);
 			json_object_update(cell, m);
 			json_decref(m);
-			json_object_set_new(cell, "replicates", reps);
-			json_array_append_new(cells, cell);
+			if (*n == *cap) {
+				*cap = *cap ? 2 * *cap : 64;
+				*cells = xrealloc(*cells, *cap * sizeof(**cells));
+			}
+			(*cells)[(*n)++] = (struct cell){cell, pr, d};
 		}
 		free(refs);
 	}
-	return cells;
 }
 
 static json_t *overall_json(const struct config *c)
@@ -523,6 +647,28 @@ static int classify(double ratio, double delta)
 struct gsum {                   /* what the statistics of a group need */
 	double n, helped, harmed, logr, dlift[REPORT_NTHRESHOLDS];
 };
+
+#define GS_FIELDS (4 + REPORT_NTHRESHOLDS)
+
+static void gsum_flatten(const struct gsum *g, double *v)
+{
+	v[0] = g->n;
+	v[1] = g->helped;
+	v[2] = g->harmed;
+	v[3] = g->logr;
+	for (int t = 0; t < REPORT_NTHRESHOLDS; t++)
+		v[4 + t] = g->dlift[t];
+}
+
+static void gsum_unflatten(const double *v, struct gsum *g)
+{
+	g->n = v[0];
+	g->helped = v[1];
+	g->harmed = v[2];
+	g->logr = v[3];
+	for (int t = 0; t < REPORT_NTHRESHOLDS; t++)
+		g->dlift[t] = v[4 + t];
+}
 
 enum { ST_T, ST_H, ST_N, ST_DGM, ST_LIFT0, ST_LIFTS = ST_LIFT0 + REPORT_NTHRESHOLDS, NSTATS };
 static const char *const stat_names[NSTATS] = {"T", "H", "neutral_share", "dGM", "lift_R@0", "lift_R@0.5",
@@ -640,33 +786,31 @@ static void bootstrap(const struct cmp *cmps, size_t n, const size_t *start, siz
 		for (int k = 0; k < 3; k++)
 			gsum_add(&ug[cmps[i].unit * NGROUPS + gs[k]], &cmps[i], 1);
 	}
+	double *flat = xmalloc(nunits * NGROUPS * GS_FIELDS * sizeof(*flat));
+	for (size_t k = 0; k < nunits * NGROUPS; k++)
+		gsum_flatten(&ug[k], &flat[k * GS_FIELDS]);
+	free(ug);
 	uint32_t *w = xmalloc(nunits * sizeof(*w));
 	double *samples = xmalloc(B * NGROUPS * NSTATS * sizeof(*samples));
 	struct stats_rng rng;
 	stats_rng_seed(&rng, o->seed);
 	for (size_t b = 0; b < B; b++) {
 		stats_bootstrap_draw(&rng, start, nclusters, w);
-		struct gsum acc[NGROUPS];
-		memset(acc, 0, sizeof(acc));
+		/* the weighted sum of the units' rows: one flat loop the compiler vectorises */
+		double acc[NGROUPS * GS_FIELDS] = {0};
 		for (size_t u = 0; u < nunits; u++) {
 			if (!w[u])
 				continue;
 			double wu = w[u];
-			const struct gsum *x = &ug[u * NGROUPS];
-			for (int g = 0; g < NGROUPS; g++) {
-				if (x[g].n == 0)
-					continue;
-				acc[g].n += wu * x[g].n;
-				acc[g].helped += wu * x[g].helped;
-				acc[g].harmed += wu * x[g].harmed;
-				acc[g].logr += wu * x[g].logr;
-				for (int t = 0; t < REPORT_NTHRESHOLDS; t++)
-					acc[g].dlift[t] += wu * x[g].dlift[t];
-			}
+			const double *x = &flat[u * NGROUPS * GS_FIELDS];
+			for (size_t k = 0; k < NGROUPS * GS_FIELDS; k++)
+				acc[k] += wu * x[k];
 		}
 		for (int g = 0; g < NGROUPS; g++) {
 			double st[NSTATS];
-			gsum_stats(&acc[g], st);
+			struct gsum sum;
+			gsum_unflatten(&acc[g * GS_FIELDS], &sum);
+			gsum_stats(&sum, st);
 			for (int s = 0; s < NSTATS; s++)
 				samples[((size_t)g * NSTATS + (size_t)s) * B + b] = st[s];
 		}
@@ -682,10 +826,11 @@ static void bootstrap(const struct cmp *cmps, size_t n, const size_t *start, siz
 		}
 	free(samples);
 	free(w);
-	free(ug);
+	free(flat);
 }
 
-static json_t *paired_json(struct config *c, const struct report_opts *o)
+static json_t *paired_json(struct config *c, const struct report_opts *o, struct cmp **keep_cmps,
+			   size_t *keep_n)
 {
 	size_t cap = 0;
 	for (size_t p = 0; p < c->nprobs; p++)
@@ -772,21 +917,12 @@ static json_t *paired_json(struct config *c, const struct report_opts *o)
 		"share_helped", known ? json_real((double)rev[0] / (double)known) : json_null(),
 		"share_harmed", known ? json_real((double)rev[1] / (double)known) : json_null());
 
-	static const char *const cls_names[] = {"harmed", "neutral", "helped"};
-	json_t *list = json_array();
-	for (size_t i = 0; i < n; i++) {
-		const struct cmp *x = &cmps[i];
-		json_array_append_new(list, json_pack("{s:i, s:s, s:s, s:i, s:f, s:f, s:f, s:f, s:s, s:s, s:b}",
-			"number", x->p->number, "problem", x->p->label, "direction", directions[x->dir].name,
-			"replicate", x->r->number, "e_skill", x->e_skill, "e_solo", x->e_base,
-			"e_source", x->e_source, "ratio", x->ratio, "class", cls_names[x->cls + 1],
-			"standing", standing_names[x->standing], "skipped", x->skipped));
-	}
 	free(start);
-	free(cmps);
-	return json_pack("{s:f, s:f, s:I, s:o, s:o, s:o, s:o, s:o}", "e_fail", o->e_fail, "delta", o->delta,
+	*keep_cmps = cmps;
+	*keep_n = n;
+	return json_pack("{s:f, s:f, s:I, s:o, s:o, s:o, s:o}", "e_fail", o->e_fail, "delta", o->delta,
 			 "n_comparisons", (json_int_t)n, "bootstrap", boot, "groups", groups,
-			 "by_source_standing", standing, "reverse", reverse, "comparisons", list);
+			 "by_source_standing", standing, "reverse", reverse);
 }
 
 /* ---- the results object --------------------------------------------------- */
@@ -821,25 +957,37 @@ static json_t *legend(void)
 		"pairs; see docs/report.md");
 }
 
-json_t *report_compute(struct store *s, const struct catalog *catalog, const struct report_opts *o,
-		       const char *store_path)
+struct report {
+	json_t *summary;
+	struct loader data;
+	struct cell *cells;
+	size_t ncells, cap;
+	struct cmp **cmps;      /* per model */
+	size_t *ncmps;
+};
+
+struct report *report_compute(struct store *s, const struct catalog *catalog, const struct report_opts *o,
+			      const char *store_path)
 {
-	struct loader l = {catalog, NULL, 0, 0};
-	if (store_trial_results(s, o->model, load_row, &l) != 0) {
-		loader_release(&l);
+	struct report *rep = xcalloc(1, sizeof(*rep));
+	rep->data = (struct loader){catalog, NULL, 0, 0};
+	if (store_trial_results(s, o->model, load_row, &rep->data) != 0) {
+		report_free(rep);
 		return NULL;
 	}
+	size_t nc = rep->data.ncfg;
+	rep->cmps = xcalloc(nc ? nc : 1, sizeof(*rep->cmps));
+	rep->ncmps = xcalloc(nc ? nc : 1, sizeof(*rep->ncmps));
 	json_t *models = json_array();
-	for (size_t i = 0; i < l.ncfg; i++) {
-		struct config *c = &l.cfg[i];
+	for (size_t i = 0; i < nc; i++) {
+		struct config *c = &rep->data.cfg[i];
 		json_t *m = json_pack("{s:s, s:s, s:I, s:I}", "model", c->model, "decoding", c->decoding,
 				      "n_trials", (json_int_t)c->ntrials, "n_other_arms", (json_int_t)c->nother);
 		json_object_set_new(m, "overall", overall_json(c));
-		json_object_set_new(m, "paired", paired_json(c, o));
-		json_object_set_new(m, "cells", cells_json(c));
+		json_object_set_new(m, "paired", paired_json(c, o, &rep->cmps[i], &rep->ncmps[i]));
 		json_array_append_new(models, m);
+		cells_json(c, &rep->cells, &rep->ncells, &rep->cap);
 	}
-	loader_release(&l);
 	json_t *r = json_pack("{s:o, s:s, s:s, s:{s:o, s:f, s:f, s:I, s:i}, s:o}", "legend", legend(),
 			      "generator", "mkb report", "store", store_path, "options",
 			      "model", o->model ? json_string(o->model) : json_null(), "e_fail", o->e_fail,
@@ -851,21 +999,135 @@ json_t *report_compute(struct store *s, const struct catalog *catalog, const str
 		json_object_set(r, "model", json_object_get(m, "model"));
 		json_object_set_new(r, "harbor_version", json_null());
 		json_object_set(r, "overall", json_object_get(m, "overall"));
-		json_object_set(r, "cells", json_object_get(m, "cells"));
 	}
-	return r;
+	rep->summary = r;
+	return rep;
 }
 
-int report_write(FILE *f, const json_t *results, enum report_format format)
+void report_free(struct report *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->ncells; i++)
+		json_decref(r->cells[i].summary);
+	free(r->cells);
+	for (size_t i = 0; i < r->data.ncfg && r->cmps; i++)
+		free(r->cmps[i]);
+	free(r->cmps);
+	free(r->ncmps);
+	loader_release(&r->data);
+	json_decref(r->summary);
+	free(r);
+}
+
+const json_t *report_summary(const struct report *r)
+{
+	return r->summary;
+}
+
+static const char *const cls_names[] = {"harmed", "neutral", "helped"};
+
+json_t *report_comparisons(const struct report *r, size_t model)
+{
+	json_t *list = json_array();
+	for (size_t i = 0; model < r->data.ncfg && i < r->ncmps[model]; i++) {
+		const struct cmp *x = &r->cmps[model][i];
+		json_array_append_new(list, json_pack("{s:i, s:s, s:s, s:i, s:f, s:s}", "number", x->p->number,
+			"problem", x->p->label, "direction", directions[x->dir].name, "replicate", x->r->number,
+			"ratio", x->ratio, "class", cls_names[x->cls + 1]));
+	}
+	return list;
+}
+
+static int dump_piece(const char *s, size_t n, void *arg)
+{
+	struct out *o = arg;
+	out_add(o, s, n);
+	return o->bad ? -1 : 0;
+}
+
+/* An object's compact JSON without its closing brace, so fields can follow. */
+static void out_open_object(struct out *o, const json_t *obj)
+{
+	size_t mark = o->len;
+	if (json_dump_callback(obj, dump_piece, o, JSON_COMPACT | JSON_REAL_PRECISION(10)) < 0) {
+		o->bad = 1;
+		return;
+	}
+	if (o->len > mark && o->buf[o->len - 1] == '}')
+		o->len--;
+	else /* the object spilled past the buffer: cannot reopen it */
+		BUG("summary object larger than the output buffer");
+}
+
+/* The results.json: the summary's fields, then every cell with its
+ * replicates and every comparison, streamed. */
+static int write_json(FILE *f, const struct report *r)
+{
+	struct out *o = xmalloc(sizeof(*o));
+	o->f = f;
+	o->len = 0;
+	o->bad = 0;
+	out_flush(o);
+	/* the summary can exceed the buffer: dump it apart, then reopen */
+	char *head = json_dumps(r->summary, JSON_COMPACT | JSON_REAL_PRECISION(10));
+	if (!head) {
+		free(o);
+		return -1;
+	}
+	size_t hl = strlen(head);
+	out_add(o, head, hl > 0 ? hl - 1 : 0); /* without its closing brace */
+	free(head);
+	out_s(o, json_object_size(r->summary) ? ",\"cells\":[" : "\"cells\":[");
+	for (size_t i = 0; i < r->ncells; i++) {
+		out_flush(o);
+		if (i)
+			out_s(o, ",");
+		out_open_object(o, r->cells[i].summary);
+		out_s(o, ",\"replicates\":");
+		out_replicates(o, r->cells[i].p, r->cells[i].dir);
+		out_s(o, "}");
+	}
+	out_s(o, "],\"comparisons\":[");
+	int first = 1;
+	for (size_t m = 0; m < r->data.ncfg; m++) {
+		const struct config *c = &r->data.cfg[m];
+		for (size_t i = 0; i < r->ncmps[m]; i++) {
+			const struct cmp *x = &r->cmps[m][i];
+			out_s(o, first ? "{\"model\":" : ",{\"model\":");
+			first = 0;
+			out_str(o, c->model);
+			out_s(o, ",\"decoding\":");
+			out_str(o, c->decoding);
+			out_fmt(o, ",\"number\":%d,\"problem\":", x->p->number);
+			out_str(o, x->p->label);
+			out_fmt(o, ",\"direction\":\"%s\",\"replicate\":%d,\"e_skill\":", directions[x->dir].name,
+				x->r->number);
+			out_num(o, x->e_skill);
+			out_s(o, ",\"e_solo\":");
+			out_num(o, x->e_base);
+			out_s(o, ",\"e_source\":");
+			out_num(o, x->e_source);
+			out_s(o, ",\"ratio\":");
+			out_num(o, x->ratio);
+			out_fmt(o, ",\"class\":\"%s\",\"standing\":\"%s\",\"skipped\":%s}", cls_names[x->cls + 1],
+				standing_names[x->standing], x->skipped ? "true" : "false");
+		}
+	}
+	out_s(o, "]}\n");
+	out_flush(o);
+	int bad = o->bad;
+	free(o);
+	return bad ? -1 : 0;
+}
+
+int report_write(FILE *f, const struct report *r, enum report_format format)
 {
 	switch (format) {
-	case REPORT_JSON:
-		if (json_dumpf(results, f, JSON_INDENT(1) | JSON_REAL_PRECISION(10)) < 0)
-			return -1;
-		return fputc('\n', f) == EOF ? -1 : 0;
-	case REPORT_CSV: return report_write_csv(f, results);
-	case REPORT_HTML: return report_write_html(f, results);
-	case REPORT_MD: return report_write_text(f, results, 1);
-	default: return report_write_text(f, results, 0);
+	case REPORT_JSON: return write_json(f, r);
+	case REPORT_CSV: return report_write_csv(f, r->summary);
+	case REPORT_HTML: return report_write_html(f, r);
+	case REPORT_MD: return report_write_text(f, r->summary, 1);
+	default: return report_write_text(f, r->summary, 0);
 	}
 }

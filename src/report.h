@@ -26,19 +26,28 @@ struct report_opts {
 
 #define REPORT_OPTS_INIT { NULL, 0.1, 0.05, 1, 1000 }
 
-/* Read the store's live trials and compute the results object (new
- * reference). catalog (may be NULL) names problems and their families.
- * NULL on a store error (printed). */
-json_t *report_compute(struct store *s, const struct catalog *catalog, const struct report_opts *o,
-		       const char *store_path);
+struct report;
+
+/* Read the store's live trials and compute every number. catalog (may be
+ * NULL) names problems and their families. NULL on a store error (printed).
+ * report_free releases it. */
+struct report *report_compute(struct store *s, const struct catalog *catalog, const struct report_opts *o,
+			      const char *store_path);
+void report_free(struct report *r);
+/* Everything but the cells' records and the comparisons: legend, options,
+ * models (overall, paired), the published top level for one model. */
+const json_t *report_summary(const struct report *r);
+/* The comparisons of the i-th model (number, problem, direction,
+ * replicate, ratio, class): a new reference. */
+json_t *report_comparisons(const struct report *r, size_t model);
 
 enum report_format { REPORT_TEXT, REPORT_MD, REPORT_CSV, REPORT_JSON, REPORT_HTML };
 
-/* Write results in the format to f. 0, or -1 when writing failed. */
-int report_write(FILE *f, const json_t *results, enum report_format format);
+/* Write the report in the format to f. 0, or -1 when writing failed. */
+int report_write(FILE *f, const struct report *r, enum report_format format);
 /* The renderers (report_render.c, report_html.c). */
-int report_write_text(FILE *f, const json_t *results, int markdown);
-int report_write_csv(FILE *f, const json_t *results);
-int report_write_html(FILE *f, const json_t *results);
+int report_write_text(FILE *f, const json_t *summary, int markdown);
+int report_write_csv(FILE *f, const json_t *summary);
+int report_write_html(FILE *f, const struct report *r);
 
 #endif

@@ -99,9 +99,8 @@ static int fig_rates(FILE *f, const json_t *pa)
 }
 
 /* Figure 2: per-problem paired ratios (log2 r), one dot per comparison. */
-static int fig_ratios(FILE *f, const json_t *pa, const char *direction)
+static int fig_ratios(FILE *f, const json_t *list, const char *direction)
 {
-	const json_t *list = json_object_get(pa, "comparisons");
 	size_t i;
 	json_t *c;
 	/* problems of this direction in order, and the range of log2 r */
@@ -190,8 +189,9 @@ static int fig_standing(FILE *f, const json_t *pa)
 	return bad ? -1 : 0;
 }
 
-int report_write_html(FILE *f, const json_t *results)
+int report_write_html(FILE *f, const struct report *r)
 {
+	const json_t *results = report_summary(r);
 	int bad = 0;
 	bad |= fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 		     "<title>MetaKernelBench report</title>\n<style>body{font-family:sans-serif;margin:2em;"
@@ -211,8 +211,10 @@ int report_write_html(FILE *f, const json_t *results)
 		bad |= fputs("</small></h2>\n<h3>Help, harm and paired lift per direction</h3>\n", f) == EOF;
 		bad |= fig_rates(f, pa);
 		bad |= fputs("<h3>Per-problem paired ratios</h3>\n", f) == EOF;
-		bad |= fig_ratios(f, pa, "cutedsl2tirx");
-		bad |= fig_ratios(f, pa, "tirx2cutedsl");
+		json_t *list = report_comparisons(r, i);
+		bad |= fig_ratios(f, list, "cutedsl2tirx");
+		bad |= fig_ratios(f, list, "tirx2cutedsl");
+		json_decref(list);
 		bad |= fputs("<h3>Outcomes by source standing</h3>\n", f) == EOF;
 		bad |= fig_standing(f, pa);
 		/* the tables: the text report of this model */
