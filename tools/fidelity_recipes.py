@@ -408,6 +408,26 @@ spec(66, "66_wkv_time_decay_stabilization_rwkv4_fp32.json",
      dtype_source="recipe name suffix _fp32")
 
 
+spec(67, "67_hyena_fft_conv_block_hyena_small_fp32.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "D_MODEL": "d_model", "D_INNER": "d_inner", "ORDER": "ref:ORDER",
+      "SHORT_FILTER_ORDER": "ref:SHORT_FILTER_ORDER", "FILTER_ORDER": "filter_order", "EMB_DIM": "ref:EMB_DIM",
+      "LAYER_NORM_EPS": "eps"},
+     [I("hidden_states", "float32", ("BATCH_SIZE", "SEQ_LEN", "D_MODEL")),
+      I("norm1_weight", "float32", ("D_MODEL",)), I("norm1_bias", "float32", ("D_MODEL",)),
+      I("norm2_weight", "float32", ("D_MODEL",)), I("norm2_bias", "float32", ("D_MODEL",)),
+      I(None, "float32"), I(None, "float32"), I(None, "float32"), I(None, "float32"),  # INNER_WIDTH is partly hidden
+      I(None, "float32", ("FILTER_ORDER", "EMB_DIM")), I(None, "float32", ("FILTER_ORDER",)),
+      I("sin_freq", "float32", ("1", "FILTER_ORDER")),
+      I(None, "float32", ("FILTER_ORDER", "FILTER_ORDER")), I(None, "float32", ("FILTER_ORDER",)),
+      I(None, "float32", ("FILTER_ORDER", "FILTER_ORDER")), I(None, "float32", ("FILTER_ORDER",)),
+      I(None, "float32", ("D_MODEL", "FILTER_ORDER")), I("filter_bias", "float32", ("D_MODEL",)),
+      I("exp_mod_deltas", "float32"),
+      I(None, "float32", ("D_MODEL", "D_MODEL")), I(None, "float32", ("D_MODEL",)),
+      I(None, "float32", ("D_INNER", "D_MODEL")), I(None, "float32", ("D_INNER",)),
+      I(None, "float32", ("D_MODEL", "D_INNER")), I(None, "float32", ("D_MODEL",)),
+      I(None, "float"), I(None, "float")],  # LAYER_NORM_EPS, EXP_MOD_SHIFT (value hidden)
+     outputs=1, dtype_source="recipe name suffix _fp32; the two module constants are passed as floats")
+
 spec(65, "65_mamba2_intra_chunk_diagonal_nemotron_nano_bf16.json",
      {"BATCH_SIZE": "batch", "NUM_CHUNKS": "chunks", "HEAD_DIM": "head_dim", "STATE_SIZE": "state"},
      [I(None, "bfloat16", None), I("a_cumsum", "bfloat16", None),
