@@ -27,7 +27,7 @@ DEBS_STAMP ?= build/.debs
 # sandbox's memory limit); each mkb copies the one beside it into an attempt.
 SUBMIT_SRCS := src/submit_client/main.c src/submit.c src/util.c src/buf.c
 
-all: build/mkb build/mkb-submit build/python build/docs/cutedsl/api-index.txt
+all: build/mkb build/mkb-submit build/mkb-relay build/python build/docs/cutedsl/api-index.txt
 
 build/.debs: tools/bootstrap.sh
 	@mkdir -p build
@@ -44,6 +44,11 @@ build/asan/mkb: $(SRCS) $(HDRS) Makefile | $(DEBS_STAMP)
 build/mkb-submit build/asan/mkb-submit: $(SUBMIT_SRCS) src/submit.h src/util.h src/buf.h Makefile | $(DEBS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -Isrc -O2 -o $@ $(SUBMIT_SRCS) $(LDLIBS)
+
+# An external agent's way to its model (src/relay/main.c): never sanitized either.
+build/mkb-relay build/asan/mkb-relay: src/relay/main.c Makefile | $(DEBS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -O2 -o $@ src/relay/main.c
 
 build/asan/unit: $(LIB_SRCS) $(TEST_SRCS) $(HDRS) tests/unit/unit.h Makefile | $(DEBS_STAMP)
 	@mkdir -p build/asan
@@ -93,7 +98,7 @@ banned:
 	@if grep -nE '$(BANNED_RE)' $(SRCS) $(HDRS) $(TEST_SRCS) $(SUBMIT_SRCS); then \
 		echo "error: banned function used (see above)"; exit 1; fi
 
-check: all banned build/asan/mkb build/asan/mkb-submit build/asan/unit build/python-stats
+check: all banned build/asan/mkb build/asan/mkb-submit build/asan/mkb-relay build/asan/unit build/python-stats
 	tests/run.sh
 
 # One real attempt against llama-cpp-python serving Gemma 3 270M on loopback

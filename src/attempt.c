@@ -2,6 +2,7 @@
 #include "attempt.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <poll.h>
@@ -13,8 +14,10 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_cli.h"
 #include "buf.h"
 #include "grade.h"
+#include "model_proxy.h"
 #include "paths.h"
 #include "proc.h"
 #include "sandbox.h"
@@ -426,6 +429,17 @@ static int folders_setup(struct attempt *a)
 	if (!rc && chmod(submit, 0555) < 0)
 		rc = error("chmod '%s': %s", submit, strerror(errno));
 	free(submit);
+	/* an external agent's way to its model: the relay built beside us */
+	if (!rc && agent_cli_is(a->o->model)) {
+		char *relay_src = xstrfmt("%s-relay", a->self), *relay = xstrfmt("%s/mkb-relay", a->bin);
+		rc = copy_file(relay_src, relay, 64u << 20);
+		if (rc)
+			error("the relay '%s' is missing (make builds it)", relay_src);
+		else if (chmod(relay, 0555) < 0)
+			rc = error("chmod '%s': %s", relay, strerror(errno));
+		free(relay_src);
+		free(relay);
+	}
 	return rc;
 }
 
@@ -552,6 +566,145 @@ static void control_run(struct attempt *a, struct agent_result *ar)
 	free(kernel);
 }
 
+/* ---- external agents (cli:NAME) ----------------------------------------- */
+
+#define CLI_RELAY_PORT 18080 /* inside the sandbox's own network namespace */
+
+static void proxy_record(void *ctx, json_t *event)
+{
+	note(ctx, "proxy", event);
+}
+
+/* Run the template's program in the sandbox, behind the relay and the model
+ * proxy, until it exits, the wall clock runs out, or a signal comes;
+ * answering submissions meanwhile. Its output goes to run/agent.log. */
+static void cli_run(struct attempt *a, const char *instruction, struct agent_result *ar)
+{
+	memset(ar, 0, sizeof(*ar));
+	ar->end = AGENT_INFRA_ERROR;
+	char *inst_file = xstrfmt("%s/INSTRUCTION.md", a->workspace);
+	char *base_url = xstrfmt("http://127.0.0.1:%d", CLI_RELAY_PORT);
+	char *templates = xstrfmt("%s/templates", a->o->root);
+	char *sock = xstrfmt("%s/model.sock", a->run), *log = xstrfmt("%s/agent.log", a->run);
+	char *relay = xstrfmt("%s/mkb-relay", a->bin), *port = xstrfmt("%d", CLI_RELAY_PORT);
+	struct agent_cli_vars vars = {instruction, inst_file, a->workspace, base_url};
+	struct agent_cli cli;
+	struct model_proxy proxy;
+	memset(&proxy, 0, sizeof(proxy));
+	proxy.fd = -1;
+	int logfd = -1;
+	struct child c = CHILD_INIT;
+	if (agent_cli_load(&cli, a->o->model, templates, &vars) < 0) {
+		ar->reason = xstrdup("the external agent's template cannot be used");
+		goto out_free;
+	}
+	if (model_proxy_open(&proxy, sock, cli.provider, a->o->llm.base_url) < 0) {
+		ar->reason = xstrdup("the model proxy cannot start (a key is needed in the environment)");
+		goto out;
+	}
+	proxy.record = proxy_record;
+	proxy.ctx = a;
+	/* the program's argv behind the relay; its environment: ours plus the template's */
+	const char *argv[AGENT_CLI_MAX_ARGS + 8];
+	size_t n = 0;
+	argv[n++] = relay;
+	argv[n++] = port;
+	argv[n++] = sock;
+	argv[n++] = "--";
+	for (size_t i = 0; cli.argv[i]; i++)
+		argv[n++] = cli.argv[i];
+	argv[n] = NULL;
+	const char *env[ARRAY_SIZE(a->env) + AGENT_CLI_MAX_ENV + 1];
+	size_t m = 0;
+	for (size_t i = 0; a->env[i]; i++)
+		env[m++] = a->env[i];
+	for (size_t i = 0; cli.env[i]; i++)
+		env[m++] = cli.env[i];
+	env[m] = NULL;
+	logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (logfd < 0) {
+		ar->reason = xstrfmt("cannot write '%s': %s", log, strerror(errno));
+		goto out;
+	}
+	a->sb.inet_port = CLI_RELAY_PORT;
+	c.argv = argv;
+	c.env = env;
+	c.clean_env = 1;
+	c.dir = a->workspace;
+	c.new_group = 1;
+	c.out_to = logfd;
+	c.sandbox = &a->sb;
+	if (child_start(&c) < 0) {
+		ar->reason = xstrdup("the external agent could not start in its sandbox");
+		goto out;
+	}
+	child_feed(&c, "", 0);
+	json_t *cmd = json_array();
+	for (size_t i = 0; cli.argv[i]; i++)
+		json_array_append_new(cmd, json_string(cli.argv[i]));
+	char layers[256];
+	sandbox_describe(c.layers, layers, sizeof(layers));
+	note(a, "cli", json_pack("{s:s, s:s?, s:s, s:o, s:s, s:s}", "agent", cli.name, "model", cli.model,
+				  "provider", llm_provider_name(cli.provider), "command", cmd, "sandbox", layers,
+				  "upstream", proxy.upstream));
+	int status = 0, ended = 0;
+	ar->end = AGENT_COMPLETED;
+	while (!ended) {
+		if (now_ms() >= a->deadline) {
+			ar->end = AGENT_OUT_OF_TIME;
+			ar->reason = xstrdup("the wall clock ran out");
+			break;
+		}
+		if (proc_interrupted())
+			break;
+		struct pollfd p[2] = {{a->server.fd, POLLIN, 0}, {proxy.fd, POLLIN, 0}};
+		if (poll(p, 2, 200) > 0) {
+			if (p[0].revents & POLLIN) {
+				int fd = submit_accept(&a->server);
+				if (fd >= 0)
+					serve_submission(a, fd);
+			}
+			if (p[1].revents & POLLIN)
+				model_proxy_serve(&proxy);
+		}
+		pid_t w = waitpid(c.pid, &status, WNOHANG);
+		if (w == c.pid) {
+			ended = 1;
+			c.reaped = 1;
+			c.status = status;
+		}
+	}
+	if (!ended) {
+		child_kill(&c);
+		child_finish(&c, &status);
+	} else {
+		child_finish(&c, &status);
+	}
+	char how[64];
+	proc_describe_status(status, how, sizeof(how));
+	note(a, "cli_end", json_pack("{s:s, s:b}", "status", how, "exited", ended));
+	if (ended && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		ar->reason = xstrfmt("the external agent ended with %s", how);
+	ar->calls = (int)proxy.requests;
+	ar->input_tokens = proxy.usage.input_tokens;
+	ar->cached_tokens = proxy.usage.cached_input_tokens;
+	ar->output_tokens = proxy.usage.output_tokens;
+	ar->cost_usd = a->o->llm.price ? llm_cost_usd(a->o->llm.price, &proxy.usage) : -1;
+out:
+	if (logfd >= 0)
+		close(logfd);
+	model_proxy_close(&proxy);
+	agent_cli_release(&cli);
+out_free:
+	free(inst_file);
+	free(base_url);
+	free(templates);
+	free(sock);
+	free(log);
+	free(relay);
+	free(port);
+}
+
 /* ---- the attempt -------------------------------------------------------- */
 
 static json_t *options_json(const struct attempt *a)
@@ -567,7 +720,9 @@ static json_t *options_json(const struct attempt *a)
 	if (o->decoding.max_tokens > 0)
 		json_object_set_new(dec, "max_tokens", json_integer(o->decoding.max_tokens));
 	return json_pack("{s:s, s:f, s:i, s:o, s:I, s:I, s:s, s:s, s:s, s:i, s:I, s:s?, s:I}",
-			 "agent", "terminus-2 (mkb)", "wall_s", o->wall_s, "submissions", o->submissions,
+			 "agent", agent_cli_is(o->model) ? "external (cli)" : attempt_is_control(o->model)
+				  ? "control" : "terminus-2 (mkb)",
+			 "wall_s", o->wall_s, "submissions", o->submissions,
 			 "decoding", dec, "context_tokens", (json_int_t)o->context_tokens,
 			 "max_turns", (json_int_t)o->max_turns, "sandbox", layers,
 			 "device", a->judge.device, "workload", a->judge.workload, "cpus", ATTEMPT_CPUS,
@@ -654,8 +809,9 @@ int attempt_run(const struct attempt_opts *o, struct attempt_result *res)
 	a.shell = xstrfmt("bash --noprofile --rcfile %s/bashrc", a.bin);
 	struct terminal_opts topts = {.sandbox = &a.sb, .env = a.env, .dir = a.run,
 				      .workdir = a.workspace, .shell = a.shell};
-	/* a control agent types nothing: no terminal for it */
-	if (rc == 0 && !attempt_is_control(o->model))
+	/* a control agent types nothing, an external one has its own program:
+	 * no terminal for them */
+	if (rc == 0 && !attempt_is_control(o->model) && !agent_cli_is(o->model))
 		rc = terminal_start(&a.term, &topts);
 	if (rc < 0) {
 		free(text);
@@ -701,6 +857,8 @@ int attempt_run(const struct attempt_opts *o, struct attempt_result *res)
 	memset(&ar, 0, sizeof(ar));
 	if (attempt_is_control(o->model)) {
 		control_run(&a, &ar);
+	} else if (agent_cli_is(o->model)) {
+		cli_run(&a, text, &ar);
 	} else if (llm_client_init(&client, o->model, &lo) < 0) {
 		ar.end = AGENT_MODEL_ERROR;
 		ar.reason = xstrfmt("the model '%s' cannot be used", o->model);

@@ -37,6 +37,7 @@ void http_response_init(struct http_response *r)
 	r->status = 0;
 	buf_init(&r->body, 0);
 	r->retry_after_s = -1;
+	r->content_type[0] = '\0';
 	r->fail = HTTP_FAIL_NONE;
 	r->message[0] = '\0';
 }
@@ -163,6 +164,9 @@ int http_post(struct http_client *c, const struct http_request *req, struct http
 	curl_off_t after = 0;
 	if (curl_easy_getinfo(h, CURLINFO_RETRY_AFTER, &after) == CURLE_OK && after > 0)
 		res->retry_after_s = (double)after;
+	char *ctype = NULL;
+	if (curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ctype) == CURLE_OK && ctype)
+		snprintf(res->content_type, sizeof(res->content_type), "%s", ctype);
 	ret = 0;
 out:
 	/* The handle keeps pointers to our headers and buffers until reset. */

@@ -33,6 +33,7 @@ struct http_response {
 	long status;          /* 0 when no response came back */
 	struct buf body;      /* capped at the request's max_response */
 	double retry_after_s; /* the server's Retry-After in seconds, or -1 */
+	char content_type[128]; /* the response's Content-Type, "" when none */
 	enum http_fail fail;
 	char message[256];    /* the transport error, "" when none */
 };

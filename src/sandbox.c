@@ -59,6 +59,12 @@ struct ll_path_beneath {
 	int32_t parent_fd;
 } __attribute__((packed));
 
+#define LL_RULE_NET_PORT 2
+struct ll_net_port {
+	uint64_t allowed_access;
+	uint64_t port;
+};
+
 static const char *const layer_names[SB_LAYER_COUNT] = {
 	"userns", "mountns", "pidns", "netns", "ipcns", "utsns",
 	"rlimits", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "seccomp",
@@ -387,6 +393,13 @@ static int apply_landlock(const struct sandbox *sb, int own_proc)
 			rc = landlock_rule(ruleset, own_proc ? "/proc" : "/proc/self/task",
 					   LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE | LL_FS_READ_DIR, fs);
 	}
+	/* An external agent's relay: TCP on its one port (the namespace holds
+	 * nothing else to reach). */
+	if (rc == 0 && sb->inet_port > 0 && attr.handled_access_net) {
+		struct ll_net_port rule = {LL_NET_BIND_TCP | LL_NET_CONNECT_TCP, (uint64_t)sb->inet_port};
+		if (syscall(__NR_landlock_add_rule, ruleset, LL_RULE_NET_PORT, &rule, 0) < 0)
+			rc = -1;
+	}
 	if (rc == 0 && syscall(__NR_landlock_restrict_self, ruleset, 0) < 0)
 		rc = -1;
 	close(ruleset);
@@ -419,7 +432,7 @@ static const int denied_syscalls[] = {
 #endif
 };
 
-static int apply_seccomp(void)
+static int apply_seccomp(int inet)
 {
 #ifdef SECCOMP_ARCH
 	/* arch check, x32 check, one test per denied call, socket(): AF_UNIX only */
@@ -440,12 +453,14 @@ static int apply_seccomp(void)
 		if (n + 8 > ARRAY_SIZE(f))
 			return -1;
 	}
-	/* socket(): AF_UNIX allowed, any other family refused; then allow all */
-	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 4);
+	/* socket(): AF_UNIX allowed (and AF_INET for a relay's loopback), any
+	 * other family refused; then allow all */
+	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 5);
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
-	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1);
-	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 2, 0);
+	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, inet ? AF_INET : AF_UNIX, 1, 0);
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EAFNOSUPPORT & SECCOMP_RET_DATA));
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 	struct sock_fprog prog = {(unsigned short)n, f};
 	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0 ? -1 : 0;
@@ -485,7 +500,7 @@ int sandbox_apply(const struct sandbox *sb)
 		return -1;
 	layers |= (unsigned)ll;
 	if (!(sb->disable & SB_SECCOMP)) {
-		int sc = apply_seccomp();
+		int sc = apply_seccomp(sb->inet_port > 0);
 		if (sc < 0)
 			return -1;
 		if (sc == 0)

@@ -38,7 +38,10 @@ struct sandbox {
 	const char *read[SANDBOX_MAX_PATHS];  /* trees readable and executable */
 	const char *write[SANDBOX_MAX_PATHS]; /* trees readable and writable */
 	size_t nread, nwrite;
-	int allow_network;  /* keep the host's network (external agents) */
+	int allow_network;  /* keep the host's network (diagnosis only) */
+	int inet_port;      /* > 0: TCP sockets allowed, to and from this port only
+			       (Landlock), in the empty network namespace: an
+			       external agent's relay to its model (mkb-relay) */
 	int thread_names;   /* may write /proc/<own pid>/task/<tid>/comm: CUDA's
 			       cuInit names its threads and fails (error 304)
 			       when it cannot */

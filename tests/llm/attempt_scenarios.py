@@ -57,6 +57,8 @@ def scenarios(repo):
         say("Both files are there.", "Finish.", [], done=True, usage=(4500, 2048, 60)),
         say("Confirmed.", "Finish.", [], done=True, usage=(4800, 4096, 50)),
     ]
+    # an external agent's model (mkb attempt --model cli:...): one reply, the kernel's text
+    s["cli"] = [{"say": KERNEL, "usage": [1500, 512, 300]}]
     s["retry_429"] = [
         {"status": 429, "headers": {"Retry-After": "0"}, "body": {"error": {"message": "slow down"}}},
         say("Start.", "Write the kernel.", [write_kernel(), write_skill()], usage=(1500, 0, 300)),

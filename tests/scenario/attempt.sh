@@ -164,6 +164,66 @@ expect 'an Anthropic conversation: /v1/messages, usage on one scale' '
 		"r[0][\"body\"][\"max_tokens\"] == 4096 and r[0][\"body\"][\"temperature\"] == 0.7"
 '
 
+expect 'an external agent (cli:): its program reaches the model only through the proxy, never sees the key, submits' '
+	serve cli
+	mkdir -p agents
+	# the "agent": a program that asks its model for a kernel, writes it, submits,
+	# leaves a skill, and reports what it could see and reach
+	python3 - "$MKB_PROBE_PORT" >agents/fake.json <<"PY"
+import json, sys
+script = r"""
+import json, os, socket, subprocess, urllib.request
+base, key = os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"]
+seen = {"key": key, "secrets": sorted(k for k in os.environ if "KEY" in k or "TOKEN" in k),
+        "real_key_anywhere": any(("5ec" + "ret") in v for v in os.environ.values())}
+body = json.dumps({"model": os.environ["AGENT_MODEL"], "messages": [{"role": "user", "content": open("INSTRUCTION.md").read()[:200]}]}).encode()
+req = urllib.request.Request(base + "/chat/completions", data=body, headers={"Content-Type": "application/json", "Authorization": "Bearer " + key})
+reply = json.load(urllib.request.urlopen(req, timeout=30))
+open("kernel.py", "w").write(reply["choices"][0]["message"]["content"])
+seen["usage"] = reply["usage"]
+for name, addr in (("probe", ("127.0.0.1", int(os.environ["PROBE_PORT"]))), ("outside", ("10.0.0.1", 80))):
+    try:
+        socket.create_connection(addr, timeout=2).close(); seen[name] = "connected"
+    except OSError as e:
+        seen[name] = str(e)
+try:
+    urllib.request.urlopen(urllib.request.Request(base + "/models"), timeout=10); seen["get"] = "ok"
+except urllib.error.HTTPError as e:
+    seen["get"] = e.code
+out = subprocess.run(["submit"], capture_output=True, text=True)
+seen["submit"] = out.stdout
+open("SKILL.md", "w").write("Add the residual in fp32 before the norm.\n")
+json.dump(seen, open("seen.json", "w"))
+"""
+print(json.dumps({"description": "a test agent", "provider": "openai", "default_model": "gpt-test",
+                  "command": ["python3", "-c", script],
+                  "env": {"OPENAI_BASE_URL": "{base_url}", "OPENAI_API_KEY": "{dummy_key}",
+                          "AGENT_MODEL": "{model}", "PROBE_PORT": sys.argv[1]}}))
+PY
+	attempt --model "cli:$PWD/agents/fake.json:gpt-cli" --base-url "$URL" --submissions 2
+	cat err.txt w/run/agent.log >&2 || true
+	[ "$(cat rc)" = 0 ]
+	python3 - <<PY
+import json
+seen = json.load(open("w/workspace/seen.json"))
+o = json.load(open("out.json"))
+r = json.load(open("requests.json"))["requests"]
+assert seen["key"] == "mkb-proxy-holds-the-key" and not seen["real_key_anywhere"], seen
+assert seen["secrets"] == ["OPENAI_API_KEY"], seen
+assert "connected" not in (seen["probe"], seen["outside"]), seen
+assert seen["get"] == 405, seen
+assert "Submission 1 of 2" in seen["submit"] or "submission 1 of 2" in seen["submit"].lower(), seen["submit"]
+assert len(r) == 1 and r[0]["key_ok"] and r[0]["path"] == "/chat/completions", r
+assert r[0]["body"]["model"] == "gpt-cli", r[0]["body"]
+assert o["status"] == "passed" and o["submissions"] == 1, o
+assert (o["input_tokens"], o["cached_tokens"], o["output_tokens"]) == (1500, 512, 300), o
+PY
+	[ ! -s "$TMP/probe-accepts" ]
+	"$MKB" attempt show "$(python3 -c "import json; print(json.load(open(\"out.json\"))[\"id\"])")" --json >t.json
+	python3 -c "import json; t=json.load(open(\"t.json\")); k=[e[\"kind\"] for e in t[\"events\"]]; assert \"cli\" in k and \"proxy\" in k and \"cli_end\" in k, k"
+	! grep -rl "5ecret" w t.json >&2
+'
+
 expect 'the sandbox: no repository, store, home, key, network; nothing outlives the attempt' '
 	serve sandbox
 	attempt --model openai:gpt-test --base-url $URL
