@@ -594,6 +594,15 @@ static void cli_run(struct attempt *a, const char *instruction, struct agent_res
 	proxy.fd = -1;
 	int logfd = -1;
 	struct child c = CHILD_INIT;
+	unsigned offered = sandbox_available() & ~a->sb.disable;
+	if (!(offered & SB_NETNS) && !a->o->unsafe) {
+		char have[256];
+		sandbox_describe(offered, have, sizeof(have));
+		ar->reason = xstrfmt("an external agent needs a network namespace of its own, which this "
+				     "machine does not give (it offers: %s); --unsafe runs it anyway", have);
+		error("%s", ar->reason);
+		goto out_free;
+	}
 	if (agent_cli_load(&cli, a->o->model, templates, &vars) < 0) {
 		ar->reason = xstrdup("the external agent's template cannot be used");
 		goto out_free;

@@ -46,6 +46,7 @@ struct attempt_opts {
 	const struct judge_opts *judge;  /* device, python, limits for every grading */
 	const char *store_path;          /* NULL: $MKB_STORE / <root>/mkb.db */
 	unsigned sandbox_off;            /* layers turned off ($MKB_SANDBOX_OFF) */
+	int unsafe;                      /* an external agent without a network namespace */
 };
 
 void attempt_opts_init(struct attempt_opts *o);

@@ -224,6 +224,14 @@ PY
 	! grep -rl "5ecret" w t.json >&2
 '
 
+expect 'an external agent without a network namespace of its own is refused unless --unsafe' '
+	printf "{\"provider\": \"openai\", \"command\": [\"true\"]}" >noop.json
+	MKB_SANDBOX_OFF=netns attempt --model "cli:$PWD/noop.json" --base-url http://127.0.0.1:9
+	[ "$(cat rc)" = 3 ]
+	grep -q "needs a network namespace of its own.*--unsafe runs it anyway" err.txt
+	[ "$(field status <out.json)" = infra_error ]
+'
+
 expect 'the sandbox: no repository, store, home, key, network; nothing outlives the attempt' '
 	serve sandbox
 	attempt --model openai:gpt-test --base-url $URL
