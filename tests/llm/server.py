@@ -2,7 +2,7 @@
 """A scripted model server on 127.0.0.1 for the model clients' tests (curl's
 tests/data idea: the replies are data, the test checks what was asked).
 
-    server.py SCENARIO.json LOG.json
+    server.py SCENARIO.json LOG.json|-
 
 Listens on a free port and prints it on stdout. Each request gets the next
 reply of the scenario, {"replies": [REPLY, ...]}, where a REPLY is
@@ -19,8 +19,14 @@ reply of the scenario, {"replies": [REPLY, ...]}, where a REPLY is
                                                message) whose text is TEXT, or
                                                OBJECT as JSON (an agent's answer)
 
+With {"by_turn": true, "replies": [...]} every conversation follows the
+script on its own: a request gets the reply whose index is the number of
+assistant messages it carries (many attempts at once against one server).
+
 "@KEY@" in a body becomes the key (a server that echoes it). Past the last
-reply every request gets a 500. After each request LOG.json holds
+reply every request gets a 500. LOG "-" keeps no log (the log is rewritten
+whole on every request: quadratic over a long run). Otherwise, after each
+request LOG.json holds
 {"requests": [{"t", "method", "path", "headers", "key_header", "key_ok",
 "key_in_body", "body"}, ...]}: headers with the key's value replaced by
 "<key>", whether the key's header (Authorization: Bearer or x-api-key)
@@ -78,12 +84,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        replies = self.server.replies
+        if self.server.by_turn:
+            n = assistant_turns(raw)
         with LOCK:
-            STATE["requests"].append(self.record(raw))
-            save(self.server.log_path)
-            replies = self.server.replies
-            n = STATE["next"]
-            STATE["next"] += 1
+            if self.server.log_path != "-":
+                STATE["requests"].append(self.record(raw))
+                save(self.server.log_path)
+            if not self.server.by_turn:
+                n = STATE["next"]
+                STATE["next"] += 1
         reply = replies[n] if n < len(replies) else {
             "status": 500, "body": {"error": {"message": "the scenario has no more replies"}}}
         time.sleep(reply.get("delay", 0))
@@ -111,6 +121,19 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+def assistant_turns(raw):
+    """How many assistant messages the request carries (its conversation's turn)."""
+    try:
+        messages = json.loads(raw).get("messages", [])
+    except (ValueError, AttributeError):
+        return 0
+    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+
+
+class Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # many clients connecting at once (the scale benchmark)
+
+
 def model_body(reply):
     say = reply["say"]
     text = say if isinstance(say, str) else json.dumps(say, indent=1)
@@ -131,12 +154,14 @@ def model_body(reply):
 def main():
     scenario, log_path = sys.argv[1], sys.argv[2]
     with open(scenario) as f:
-        replies = json.load(f)["replies"]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        data = json.load(f)
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    server.replies, server.log_path = replies, log_path
-    with LOCK:
-        save(log_path)
+    server.replies, server.log_path = data["replies"], log_path
+    server.by_turn = bool(data.get("by_turn"))
+    if log_path != "-":
+        with LOCK:
+            save(log_path)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 
