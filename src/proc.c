@@ -407,7 +407,7 @@ long long proc_start_ticks(long long pid)
 	if (!p)
 		return -1;
 	p++;
-	for (int field = 2; field < 22 && p; field++)
+	for (int field = 2; field < 21 && p; field++)
 		p = strchr(p + 1, ' ');
 	return p ? strtoll(p + 1, NULL, 10) : -1;
 }

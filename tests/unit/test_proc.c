@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "proc.h"
 #include "unit.h"
@@ -123,7 +124,41 @@ static void test_describe_status(void)
 	CHECK_STR(s, "signal 11 (SIGSEGV)");
 }
 
+/* Field 22 of /proc/self/stat, read by sscanf (an independent parse). */
+static long long start_field(void)
+{
+	char buf[1024];
+	FILE *f = fopen("/proc/self/stat", "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	unsigned long long start = 0;
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			 &start) != 1)
+		return -2;
+	return (long long)start;
+}
+
+static void test_start_ticks(void)
+{
+	long long before = proc_start_ticks(getpid());
+	CHECK(before == start_field());
+	/* the start time, not the size: growing the process changes nothing */
+	size_t big = 64u << 20;
+	char *mem = malloc(big);
+	CHECK(mem != NULL);
+	if (mem)
+		memset(mem, 1, big);
+	CHECK(proc_start_ticks(getpid()) == before);
+	CHECK(proc_alive(getpid(), before));
+	free(mem);
+	CHECK(proc_start_ticks(0x7ffffff0) == -1);
+}
+
 const struct unit_test proc_tests[] = {
+	{"the start time of a process (field 22 of its stat), whatever its size", test_start_ticks},
 	{"child output, stderr, exit code and env", test_run_and_capture},
 	{"a bare NAME removes it from the child's env", test_env_removal},
 	{"a program that cannot run is an error", test_missing_program},
