@@ -14,8 +14,9 @@
 #   tools/gpu_judge.sh gap          why the new judge reads small kernels ~0.1 ms slower:
 #                                   tools/timing_probe.py on 28 (both DSLs), then
 #                                   28/tirx and 36/cutedsl under the old judge, the new
-#                                   one, and the new one with GPU work after the input
-#                                   copies (MKB_JUDGE_PREP=warm), interleaved, twice
+#                                   one, and the new one with the inputs rewritten on the
+#                                   GPU after the copies (MKB_JUDGE_PREP=touch; PREP=warm:
+#                                   other GPU work of their size), interleaved, twice
 #   tools/gpu_judge.sh all [P]      every shipped solution, visible and held-out
 #                                   (WORKLOADS="heldout": one), new judge, 4 at a time
 #
@@ -106,7 +107,7 @@ compare)
 	;;
 gap)
 	build_old || exit 1
-	for dsl in tirx cutedsl; do
+	for dsl in ${PROBE_DSLS:-tirx cutedsl}; do
 		"$MKB_PYTHON" tools/timing_probe.py --kernel "solutions/28_fused_add_rmsnorm/$dsl/kernel.py" \
 			2>>"$OUT/stderr-gap.txt" | tee -a "$OUT/probe.md" >&2
 	done
@@ -116,7 +117,7 @@ gap)
 		for _ in 1 2; do # interleaved, twice: drift shows as a difference between rounds
 			row old "$n" passed "$p" "$dsl" visible "$k"
 			row new "$n" passed "$p" "$dsl" visible "$k"
-			MKB_JUDGE_PREP=warm row new "$n prep=warm" passed "$p" "$dsl" visible "$k"
+			MKB_JUDGE_PREP=${PREP:-touch} row new "$n prep=${PREP:-touch}" passed "$p" "$dsl" visible "$k"
 		done
 	done
 	;;

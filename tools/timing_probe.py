@@ -10,9 +10,10 @@ does):
   copied       inputs copied in from pinned host memory just before the call (new judge)
   copied+k     as copied, then one small kernel of ours (the new judge's prepare)
   copied+warm  as copied, then GPU work the inputs' size (MKB_JUDGE_PREP=warm)
+  copied+touch as copied, then every input rewritten in place on the GPU (MKB_JUDGE_PREP=touch)
   2nd busy     as made, the second process having just run a kernel before each call
-  slept        as made, then the process sleeps 5 ms before the call
-  spun         as made, then the process busy-waits 5 ms before the call
+  slept        as made, then the process sleeps 5 ms before the call (not in the default set)
+  spun         as made, then the process busy-waits 5 ms before the call (not in the default set)
 
     python tools/timing_probe.py [--problem-dir problems/mlp_norm/28_fused_add_rmsnorm]
         [--kernel solutions/28_fused_add_rmsnorm/tirx/kernel.py] [--calls 50]
@@ -106,6 +107,10 @@ def main():
                 if not scratch or scratch[0].numel() < n:
                     scratch[:] = [torch.empty(n, dtype=torch.float32, device="cuda")]
                 scratch[0][:n].normal_()
+            if name == "copied+touch":
+                for t in inputs:
+                    if isinstance(t, torch.Tensor) and t.is_cuda and t.numel():
+                        t.copy_(t.clone())
             torch.cuda.synchronize()
         if name == "slept":
             torch.cuda.synchronize()
@@ -121,7 +126,7 @@ def main():
             second.stdout.readline()
         return timed(solve, inputs)
 
-    names = ("made", "copied", "copied+k", "copied+warm", "2nd busy", "slept", "spun")
+    names = ("made", "copied", "copied+k", "copied+warm", "copied+touch", "2nd busy")
     rows = {name: [] for name in names}
     for i in range(args.calls):
         for name in names:

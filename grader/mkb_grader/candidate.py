@@ -89,13 +89,26 @@ class Runner:
                 # to this process's context now (the copies above ran on the
                 # copy engine), not inside the timed call (~0.1 ms on the H200).
                 self.torch.ones(1, device="cuda").add_(1)
-                if msg.get("warm"):
+                if msg.get("warm") == "touch":
+                    self.touch(inputs)
+                elif msg.get("warm"):
                     self.warm_up(inputs)
                 self.torch.cuda.synchronize()
         except Exception as exc:
             return failure(exc, "prepare")
         self.inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
         return {"ok": True}
+
+    def touch(self, inputs):
+        """Rewrite every input in place on the GPU, in order, as making them
+        on the GPU just before each call did in the paper's harness: the
+        inputs written last sit in the L2 cache and the GPU is busy when the
+        call starts (results/h200-judge-trusted.md, session 11)."""
+        torch = self.torch
+        items = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+        for t in items:
+            if isinstance(t, torch.Tensor) and t.is_cuda and t.numel():
+                t.copy_(t.clone())
 
     def warm_up(self, inputs):
         """GPU work the size of the inputs, as the paper's harness did in

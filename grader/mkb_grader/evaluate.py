@@ -44,9 +44,10 @@ SOL_MARGIN = 0.9
 # turns it off, to measure what it changes.
 SPIN_S = 0.0 if os.environ.get("MKB_JUDGE_WAIT") == "block" else 0.5
 # (diagnosis, off by default until measured) MKB_JUDGE_PREP=warm: the
-# candidate runs GPU work the size of the inputs after receiving them, as
-# making them on the GPU did in the paper's harness.
-WARM = os.environ.get("MKB_JUDGE_PREP") == "warm"
+# candidate runs GPU work the size of the inputs after receiving them;
+# MKB_JUDGE_PREP=touch: it rewrites the inputs themselves on the GPU, as
+# making them there did in the paper's harness.
+WARM = os.environ.get("MKB_JUDGE_PREP") if os.environ.get("MKB_JUDGE_PREP") in ("warm", "touch") else False
 
 
 class Outcome(Exception):
