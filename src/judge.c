@@ -33,7 +33,9 @@ void judge_opts_init(struct judge_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->python = "python3";
 	o->device = "cuda";
-	o->lock_dir = "/tmp";
+	/* one folder per machine: the GPUs' locks and the judge queue's slots */
+	const char *locks = getenv("MKB_LOCK_DIR");
+	o->lock_dir = locks && *locks ? locks : "/tmp";
 	o->workload = "visible";
 	o->timeout_s = JUDGE_TIMEOUT_S;
 	o->max_kernel_bytes = JUDGE_MAX_KERNEL_BYTES;

@@ -50,7 +50,7 @@ enum {
 	"                        95% interval is wider than +-F of it (e.g. 0.01; off)\n"    \
 	"  --max-timed N         at most this many timed calls with --until-ci (200)\n"      \
 	"  --slots N             at most N evaluations at once on this machine, shared by\n" \
-	"                        every mkb (a queue of flock slots in /tmp; default: none)\n" \
+	"                        every mkb (flock files in $MKB_LOCK_DIR or /tmp; default: none)\n" \
 	"  --gpus LIST           the GPUs the queue's slots grade on, e.g. 0,1 (slot K on\n" \
 	"                        GPU K mod the count; --slots defaults to 2 per GPU)\n"
 

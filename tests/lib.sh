@@ -9,6 +9,8 @@ MKB=$(realpath "${MKB:-$TOP/build/asan/mkb}")
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/mkb-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 export MKB_STORE="$TMP/store.db"
+# each suite its own judge queue and GPU locks (the machine's are in /tmp)
+export MKB_LOCK_DIR="$TMP"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 

@@ -297,6 +297,50 @@ assert p.marks > 40, p.marks          # bars and dots drawn
 PY
 '
 
+expect 'the HTML report in headless Chromium: no console errors, the figures drawn' '
+	[ -s t.html ] || "$MKB" report --store reps.db --format html -o t.html
+	chromium-headless-shell --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,3000 \
+		--enable-logging=stderr --v=0 --screenshot="$PWD/shot.png" "file://$PWD/t.html" 2>chrome.log >/dev/null
+	[ -s shot.png ]
+	! grep -i "CONSOLE\|Uncaught\|Failed to load" chrome.log
+	python3 - <<PY
+import struct, zlib
+# a PNG reader just big enough for Chromium screenshots (8-bit RGB/RGBA)
+data = open("shot.png", "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n"
+pos, idat = 8, b""
+while pos < len(data):
+    n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    if kind == b"IHDR":
+        w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
+    elif kind == b"IDAT":
+        idat += body
+    pos += 12 + n
+assert depth == 8 and ctype in (2, 6), (depth, ctype)
+bpp = 3 if ctype == 2 else 4
+raw, stride = zlib.decompress(idat), w * bpp
+prev, colored, rows = bytearray(stride), 0, 0
+for y in range(h):
+    f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+    for i in range(stride):
+        a = line[i - bpp] if i >= bpp else 0
+        b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+        if f == 1: line[i] = (line[i] + a) & 255
+        elif f == 2: line[i] = (line[i] + b) & 255
+        elif f == 3: line[i] = (line[i] + (a + b) // 2) & 255
+        elif f == 4:
+            p = a + b - c; pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+    hit = sum(1 for x in range(0, stride, bpp) if max(line[x:x + 3]) - min(line[x:x + 3]) > 60)
+    colored += hit
+    rows += hit > 0
+    prev = line
+# coloured marks (bars, dots) on many rows: the SVG figures rendered
+assert colored > 2000 and rows > 100, (colored, rows)
+PY
+'
+
 expect 'the report only reads: a missing store is an error and is not created; bad flags are usage errors' '
 	set +e
 	"$MKB" report --store nothere.db; rc1=$?
