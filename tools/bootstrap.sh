@@ -9,7 +9,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
-debs=(build-essential pkg-config libjansson-dev libsqlite3-dev libcurl4-openssl-dev python3-venv tmux)
+# libpq-dev: the shared PostgreSQL store; postgresql: the server that
+# tests/scenario/postgres.sh starts in a temporary folder (nothing is enabled).
+debs=(build-essential pkg-config libjansson-dev libsqlite3-dev libcurl4-openssl-dev libpq-dev postgresql
+	python3-venv tmux
+	chromium-headless-shell) # the last for the HTML report's render test
 missing=()
 for p in "${debs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
