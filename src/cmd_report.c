@@ -16,7 +16,7 @@
 
 static const char report_help[] =
 	"usage: mkb report [--store FILE] [--model M] [--format text|md|csv|json|html] [--e-fail X]\n"
-	"                  [--delta D] [--seed N] [--bootstrap N] [-o FILE]\n"
+	"                  [--delta D] [--seed N] [--bootstrap N] [--trials] [-o FILE]\n"
 	"\n"
 	"Every number of PROTOCOL.md's \"Scores\" and \"Paired transfer analysis\" from the\n"
 	"store's live trials, per model and decoding settings (docs/report.md defines them):\n"
@@ -34,6 +34,8 @@ static const char report_help[] =
 	"  --delta D        helped: ratio >= 1 + D; harmed: ratio <= 1 / (1 + D) (0.05)\n"
 	"  --seed N         the bootstrap's seed (1)\n"
 	"  --bootstrap N    bootstrap resamples, 0 for none (1000)\n"
+	"  --trials         (html) a page per trial: instruction, attached skill, transcript,\n"
+	"                   submissions with their kernels and feedback, the final verdict\n"
 	"  -o FILE          write to FILE (atomically) instead of stdout\n";
 
 /* --stats-stdin (for tests/python/test_stats_scipy.py): the statistics of
@@ -147,7 +149,8 @@ static int parse_seed(const char *s, uint64_t *out)
 
 int cmd_report(int argc, char **argv)
 {
-	enum { OPT_STORE = 256, OPT_MODEL, OPT_FORMAT, OPT_EFAIL, OPT_DELTA, OPT_SEED, OPT_BOOT, OPT_STATS };
+	enum { OPT_STORE = 256, OPT_MODEL, OPT_FORMAT, OPT_EFAIL, OPT_DELTA, OPT_SEED, OPT_BOOT, OPT_STATS,
+	       OPT_TRIALS };
 	static const struct option opts[] = {
 		{"store", required_argument, NULL, OPT_STORE},
 		{"model", required_argument, NULL, OPT_MODEL},
@@ -157,6 +160,7 @@ int cmd_report(int argc, char **argv)
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"bootstrap", required_argument, NULL, OPT_BOOT},
 		{"stats-stdin", no_argument, NULL, OPT_STATS},
+		{"trials", no_argument, NULL, OPT_TRIALS},
 		{"output", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -166,7 +170,7 @@ int cmd_report(int argc, char **argv)
 	enum report_format format = REPORT_TEXT;
 	const char *store_path = NULL, *output = NULL;
 	long n;
-	int c, found;
+	int c, found, trials = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
 		switch (c) {
@@ -200,6 +204,7 @@ int cmd_report(int argc, char **argv)
 			o.bootstrap = (int)n;
 			break;
 		case OPT_STATS: return stats_stdin();
+		case OPT_TRIALS: trials = 1; break;
 		case 'o': output = optarg; break;
 		case 'h': fputs(report_help, stdout); return EXIT_OK;
 		default: return usage_error("report", NULL);
@@ -207,6 +212,8 @@ int cmd_report(int argc, char **argv)
 	}
 	if (argc != optind)
 		return usage_error("report", "unexpected argument '%s'", argv[optind]);
+	if (trials && format != REPORT_HTML)
+		return usage_error("report", "--trials adds pages to the HTML report: give --format html");
 
 	struct mkb_env env;
 	if (mkb_env_load(&env) < 0)
@@ -225,6 +232,8 @@ int cmd_report(int argc, char **argv)
 	results = report_compute(st, &env.catalog, &o, path);
 	if (!results)
 		goto out;
+	if (trials)
+		report_set_trial_pages(results, st, o.model);
 	if (!output) {
 		rc = report_write(stdout, results, format) < 0 ? EXIT_INFRA : EXIT_OK;
 		goto out;

@@ -964,7 +964,21 @@ struct report {
 	size_t ncells, cap;
 	struct cmp **cmps;      /* per model */
 	size_t *ncmps;
+	struct store *trials;   /* the HTML's trial pages come from here, or NULL */
+	const char *trials_model;
 };
+
+void report_set_trial_pages(struct report *r, struct store *s, const char *model)
+{
+	r->trials = s;
+	r->trials_model = model;
+}
+
+struct store *report_trial_store(const struct report *r, const char **model)
+{
+	*model = r->trials_model;
+	return r->trials;
+}
 
 struct report *report_compute(struct store *s, const struct catalog *catalog, const struct report_opts *o,
 			      const char *store_path)

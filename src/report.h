@@ -41,6 +41,12 @@ const json_t *report_summary(const struct report *r);
  * replicate, ratio, class): a new reference. */
 json_t *report_comparisons(const struct report *r, size_t model);
 
+/* (ours) The HTML report ends with a page per trial (a section with its
+ * anchor: instruction, attached skill, transcript, submissions, verdict),
+ * read from s (which must stay open until the report is written). */
+void report_set_trial_pages(struct report *r, struct store *s, const char *model);
+struct store *report_trial_store(const struct report *r, const char **model);
+
 enum report_format { REPORT_TEXT, REPORT_MD, REPORT_CSV, REPORT_JSON, REPORT_HTML };
 
 /* Write the report in the format to f. 0, or -1 when writing failed. */

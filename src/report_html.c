@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "store.h"
 #include "util.h"
 
 #define COLOR_HELPED "#2e7d32"
@@ -189,6 +190,153 @@ static int fig_standing(FILE *f, const json_t *pa)
 	return bad ? -1 : 0;
 }
 
+/* ---- (ours) a page per trial --------------------------------------------- */
+
+#define TEXT_SHOWN 8192 /* bytes of one text shown on a trial's page */
+
+/* text escaped in a <pre>, at most TEXT_SHOWN bytes of it (cut on a UTF-8
+ * boundary), saying how much is not shown. */
+static int put_pre(FILE *f, const char *text)
+{
+	size_t len = text ? strlen(text) : 0, shown = len;
+	if (shown > TEXT_SHOWN) {
+		shown = TEXT_SHOWN;
+		while (shown > 0 && ((unsigned char)text[shown] & 0xC0) == 0x80)
+			shown--;
+	}
+	int bad = fputs("<pre>", f) == EOF;
+	char *part = xstrfmt("%.*s", (int)shown, text ? text : "");
+	bad |= put_escaped(f, part);
+	free(part);
+	if (shown < len)
+		bad |= fprintf(f, "\n[... %zu more bytes in the store]", len - shown) < 0;
+	bad |= fputs("</pre>\n", f) == EOF;
+	return bad;
+}
+
+static int put_details(FILE *f, const char *summary, const char *text)
+{
+	int bad = fputs("<details><summary>", f) == EOF;
+	bad |= put_escaped(f, summary);
+	bad |= fputs("</summary>", f) == EOF;
+	bad |= put_pre(f, text);
+	bad |= fputs("</details>\n", f) == EOF;
+	return bad;
+}
+
+static int put_json_details(FILE *f, const char *summary, const json_t *v)
+{
+	char *text = v ? json_dumps(v, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
+	int bad = put_details(f, summary, text ? text : "null");
+	free(text);
+	return bad;
+}
+
+/* One event of the transcript. */
+static int put_event(FILE *f, const json_t *e)
+{
+	const char *kind = json_string_value(json_object_get(e, "kind"));
+	const json_t *b = json_object_get(e, "body");
+	char head[160];
+	snprintf(head, sizeof(head), "%.1f s  %s", num(e, "elapsed_s"), kind ? kind : "?");
+	if (kind && !strcmp(kind, "start"))
+		return put_details(f, "Instruction (with the attached skill, if any)",
+				   json_string_value(json_object_get(b, "instruction")));
+	if (kind && !strcmp(kind, "response") && json_is_string(json_object_get(b, "text")))
+		return put_details(f, head, json_string_value(json_object_get(b, "text")));
+	if (kind && !strcmp(kind, "submission")) {
+		int bad = put_details(f, head, json_string_value(json_object_get(b, "feedback")));
+		if (json_is_string(json_object_get(b, "kernel")))
+			bad |= put_details(f, "  the kernel submitted", json_string_value(json_object_get(b, "kernel")));
+		return bad;
+	}
+	return put_json_details(f, head, b);
+}
+
+struct pages {
+	FILE *f;
+	struct store *s;
+	int bad;
+	size_t n;
+};
+
+static int put_trial(const struct trial_result *t, void *arg)
+{
+	struct pages *pg = arg;
+	FILE *f = pg->f;
+	int bad = fprintf(f, "<section class=\"trial\" id=\"t-%zu\"><h3>", ++pg->n) < 0;
+	bad |= put_escaped(f, t->name);
+	bad |= fputs(" <small>", f) == EOF;
+	bad |= put_escaped(f, t->model);
+	bad |= fprintf(f, "</small></h3>\n<p>status <b>%s</b>", t->status ? t->status : "?") < 0;
+	if (t->passed == 1 && t->speedup > 0)
+		bad |= fprintf(f, ", speedup %.3fx (kernel %.4f ms, eager %.4f ms)", t->speedup, t->kernel_ms,
+			       t->eager_ms) < 0;
+	if (t->note && *t->note) {
+		bad |= fputs("; ", f) == EOF;
+		bad |= put_escaped(f, t->note);
+	}
+	bad |= fputs("</p>\n", f) == EOF;
+	json_t *a = t->attempt > 0 ? store_load_attempt(pg->s, t->attempt) : NULL;
+	if (a) {
+		const char *inst = NULL;
+		size_t i;
+		json_t *e;
+		json_array_foreach(json_object_get(a, "events"), i, e) {
+			if (!strcmp(json_string_value(json_object_get(e, "kind")) ?: "", "start"))
+				inst = json_string_value(json_object_get(json_object_get(e, "body"), "instruction"));
+		}
+		const char *skill = inst ? strstr(inst, "## Skill from a prior attempt") : NULL;
+		if (skill)
+			bad |= put_details(f, "Skill attached", skill);
+		if (json_is_string(json_object_get(a, "skill_out")))
+			bad |= put_details(f, "SKILL.md it left", json_string_value(json_object_get(a, "skill_out")));
+		bad |= put_json_details(f, "Final verdict", json_object_get(a, "final_verdict"));
+		bad |= fputs("<h4>Transcript</h4>\n", f) == EOF;
+		json_array_foreach(json_object_get(a, "events"), i, e)
+			bad |= put_event(f, e);
+		json_decref(a);
+	}
+	bad |= fputs("</section>\n", f) == EOF;
+	pg->bad |= bad;
+	return 0;
+}
+
+/* The index of the trials, then their pages. */
+static int put_index_row(const struct trial_result *t, void *arg)
+{
+	struct pages *pg = arg;
+	int bad = fprintf(pg->f, "<tr><td><a href=\"#t-%zu\">", ++pg->n) < 0;
+	bad |= put_escaped(pg->f, t->name);
+	bad |= fputs("</a></td><td>", pg->f) == EOF;
+	bad |= put_escaped(pg->f, t->model);
+	bad |= fprintf(pg->f, "</td><td>%s</td><td>", t->status ? t->status : "?") < 0;
+	if (t->passed == 1 && t->speedup > 0)
+		bad |= fprintf(pg->f, "%.3f", t->speedup) < 0;
+	bad |= fputs("</td></tr>\n", pg->f) == EOF;
+	pg->bad |= bad;
+	return 0;
+}
+
+static int trial_pages(FILE *f, const struct report *r)
+{
+	const char *model = NULL;
+	struct store *s = report_trial_store(r, &model);
+	if (!s)
+		return 0;
+	struct pages pg = {f, s, 0, 0};
+	pg.bad |= fputs("<section class=\"trials\"><h2>Trials</h2>\n<table><tr><th>trial</th><th>model</th>"
+			"<th>status</th><th>speedup</th></tr>\n", f) == EOF;
+	if (store_trial_results(s, model, put_index_row, &pg) < 0)
+		return -1;
+	pg.bad |= fputs("</table>\n", f) == EOF;
+	pg.n = 0;
+	if (store_trial_results(s, model, put_trial, &pg) < 0)
+		return -1;
+	pg.bad |= fputs("</section>\n", f) == EOF;
+	return pg.bad ? -1 : 0;
+}
+
 int report_write_html(FILE *f, const struct report *r)
 {
 	const json_t *results = report_summary(r);
@@ -196,7 +344,8 @@ int report_write_html(FILE *f, const struct report *r)
 	bad |= fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 		     "<title>MetaKernelBench report</title>\n<style>body{font-family:sans-serif;margin:2em;"
 		     "max-width:1100px}pre{font-size:12px;background:#f6f6f6;padding:1em;overflow-x:auto}"
-		     "svg.fig{display:block;margin:1em 0;font-family:sans-serif}</style></head><body>\n"
+		     "svg.fig{display:block;margin:1em 0;font-family:sans-serif}section.trial{border-top:1px solid #ccc}"
+		     "details pre{max-height:30em}</style></head><body>\n"
 		     "<h1>MetaKernelBench report</h1>\n<p>Store <code>", f) == EOF;
 	bad |= put_escaped(f, json_string_value(json_object_get(results, "store")));
 	bad |= fputs("</code>. Every number is defined in docs/report.md.</p>\n", f) == EOF;
@@ -235,6 +384,7 @@ int report_write_html(FILE *f, const struct report *r)
 		json_decref(one);
 		bad |= fputs("</section>\n", f) == EOF;
 	}
+	bad |= trial_pages(f, r) < 0;
 	bad |= fputs("</body></html>\n", f) == EOF;
 	return bad ? -1 : 0;
 }

@@ -341,6 +341,29 @@ assert colored > 2000 and rows > 100, (colored, rows)
 PY
 '
 
+expect 'html --trials: a page per trial with its instruction, attached skill, transcript, submissions and verdict' '
+	"$MKB" run --model oracle --problems 28 --device cpu --workload smoke --submissions 1 \
+		--runs-dir "$PWD/runs" --store run.db >run.txt
+	grep -q "^done: 4 of 4 trials final: 4 passed" run.txt
+	"$MKB" report --store run.db --format html --trials -o trials.html
+	python3 - <<PY
+import re
+h = open("trials.html").read()
+links = re.findall(r"<a href=\"#t-(\d+)\">([^<]+)</a>", h)
+pages = re.findall(r"<section class=\"trial\" id=\"t-(\d+)\"><h3>([^ <]+)", h)
+assert len(links) == 4 and links == pages, (links, pages)
+assert {n for _, n in pages} == {"p28_r1_solo_cutedsl", "p28_r1_solo_tirx", "p28_r1_cutedsl2tirx_skill", "p28_r1_tirx2cutedsl_skill"}
+for part in ("Instruction (with the attached skill", "Final verdict", "the kernel submitted", "SKILL.md it left", "Transcript"):
+    assert h.count(part) == 4, (part, h.count(part))
+assert h.count("<summary>Skill attached</summary>") == 2  # the two skill arms
+assert "def solve(" in h and "Submission 1 of 1" in h
+PY
+	set +e
+	"$MKB" report --store run.db --trials >/dev/null 2>err.txt; rc=$?
+	set -e
+	[ $rc = 2 ] && grep -q "give --format html" err.txt
+'
+
 expect 'the report only reads: a missing store is an error and is not created; bad flags are usage errors' '
 	set +e
 	"$MKB" report --store nothere.db; rc1=$?
