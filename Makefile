@@ -1,7 +1,10 @@
 # MetaKernelBench: `make` builds build/mkb; `make check` runs every test
 # against an ASan/UBSan build; `make demo` runs the CPU demo.
 CC ?= cc
-PKGS := jansson sqlite3 libcurl
+# PG=0 builds without libpq (a postgres:// store is then refused): where the
+# libpq headers are missing (the GPU machine, tools/device_setup.sh).
+PG ?= 1
+PKGS := jansson sqlite3 libcurl $(if $(filter 1,$(PG)),libpq)
 # Overridable where pkg-config or the -dev packages are missing (the GPU machine).
 # Expanded late (=, not :=): on a fresh machine the packages are installed by
 # the $(DEBS_STAMP) prerequisite, after make has read this file.
@@ -9,7 +12,7 @@ PKG_CFLAGS ?= $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS ?= $(shell pkg-config --libs $(PKGS))
 CFLAGS_BASE = -std=c17 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \
 	-Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral -Wvla \
-	$(PKG_CFLAGS)
+	$(if $(filter 1,$(PG)),,-DMKB_NO_POSTGRES) $(PKG_CFLAGS)
 LDLIBS = $(PKG_LIBS) -lm
 CFLAGS ?= -O2 -g
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all

@@ -222,8 +222,9 @@ int cmd_report(int argc, char **argv)
 	int rc = EXIT_INFRA;
 	struct store *st = NULL;
 	struct report *results = NULL;
-	/* the report reads; it never creates a store */
-	if (!is_file(path)) {
+	/* the report reads; it never creates a store file (a PostgreSQL
+	 * database is named by a URL: opening it makes at most empty tables) */
+	if (!store_path_is_url(path) && !is_file(path)) {
 		error("no store at '%s'", path);
 		goto out;
 	}

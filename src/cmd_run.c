@@ -35,6 +35,8 @@ static const char run_help[] =
 	"                        evaluations share one judge queue (--slots, default 2 per GPU,\n"
 	"                        2 on the CPU) over every GPU (--gpus, default all)\n"
 	"  --dry-run             print the plan only\n"
+	"  --enqueue             put the trials into the queue of a shared PostgreSQL store\n"
+	"                        (--store postgres://...) for mkb worker, run none\n"
 	"  --rerun-stale         archive stale trials' records and run them again\n"
 	"  --max-cost USD        no new trial starts once the model's attempts in the store cost\n"
 	"                        this much (needs --prices); running ones finish\n"
@@ -48,7 +50,7 @@ static const char run_help[] =
 
 enum {
 	OPT_PROBLEMS = 256, OPT_FAMILY, OPT_ARMS, OPT_REPLICATES, OPT_DRY_RUN, OPT_RERUN_STALE,
-	OPT_RUNS_DIR, OPT_HELP, OPT_MAX_COST, OPT_CONCURRENCY,
+	OPT_RUNS_DIR, OPT_HELP, OPT_MAX_COST, OPT_CONCURRENCY, OPT_ENQUEUE,
 };
 
 struct run_args {
@@ -69,6 +71,7 @@ static int parse_args(int argc, char **argv, struct run_args *x)
 		{"arms", required_argument, NULL, OPT_ARMS},
 		{"replicates", required_argument, NULL, OPT_REPLICATES},
 		{"dry-run", no_argument, NULL, OPT_DRY_RUN},
+		{"enqueue", no_argument, NULL, OPT_ENQUEUE},
 		{"concurrency", required_argument, NULL, OPT_CONCURRENCY},
 		{"rerun-stale", no_argument, NULL, OPT_RERUN_STALE},
 		{"runs-dir", required_argument, NULL, OPT_RUNS_DIR},
@@ -85,6 +88,7 @@ static int parse_args(int argc, char **argv, struct run_args *x)
 		case OPT_FAMILY: x->family = optarg; break;
 		case OPT_ARMS: x->arms = optarg; break;
 		case OPT_DRY_RUN: x->r.dry_run = 1; break;
+		case OPT_ENQUEUE: x->r.enqueue = 1; break;
 		case OPT_RERUN_STALE: x->r.rerun_stale = 1; break;
 		case OPT_RUNS_DIR: x->runs_dir = optarg; break;
 		case OPT_HELP: case 'h': fputs(run_help, stdout); return -1;
@@ -123,6 +127,8 @@ static int parse_args(int argc, char **argv, struct run_args *x)
 		return usage_error("run", "give --problems or --family, not both");
 	if (judge_flags_check(&x->judge) < 0)
 		return usage_error("run", NULL);
+	if (x->r.enqueue && x->r.max_cost > 0)
+		return usage_error("run", "--max-cost applies to trials run here, not to --enqueue");
 	if (x->r.max_cost > 0 && !x->llm.prices)
 		return usage_error("run", "--max-cost needs --prices (what the model's tokens cost)");
 	return 0;
@@ -256,7 +262,7 @@ int cmd_run(int argc, char **argv)
 	x.r.arms = arms;
 	x.r.narms = na;
 	x.r.runs_dir = runs_dir;
-	if (!rc && !x.r.dry_run && !strcmp(x.judge.device, "cuda") && !have_gpu(x.judge.gpu)) {
+	if (!rc && !x.r.dry_run && !x.r.enqueue && !strcmp(x.judge.device, "cuda") && !have_gpu(x.judge.gpu)) {
 		error("no NVIDIA GPU %d on this machine; '--device cpu' runs the CPU test mode", x.judge.gpu);
 		rc = EXIT_INFRA;
 	}

@@ -23,8 +23,10 @@ static const struct cmd_entry commands[] = {
 	 "[--submissions N] [--device cuda|cpu] [--json] | attempt show ID [--json]",
 	 "one model attempt at a variant in a sandbox; its transcript", cmd_attempt},
 	{"run", "run --model SPEC [--problems N,N | --family F] [--arms A,A] [--replicates N] [--dry-run] "
-	 "[--rerun-stale] [--device cuda|cpu]",
+	 "[--rerun-stale] [--enqueue] [--device cuda|cpu]",
 	 "the four-arm protocol over problems and replicates, resumable", cmd_run},
+	{"worker", "worker --store postgres://... [--lease S] [--device cuda|cpu] [--workload W] [options as run]",
+	 "run the queued trials of a shared PostgreSQL store until none is left", cmd_worker},
 	{"status", "status [--store PATH] [--json]", "the trials of the store's runs, per model and status",
 	 cmd_status},
 	{"report", "report [--store FILE] [--model M] [--format text|md|csv|json|html] [--e-fail X] [--delta D] "

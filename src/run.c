@@ -48,8 +48,8 @@ void run_trial_name(char *out, size_t size, int problem, int replicate, const ch
 	snprintf(out, size, "p%02d_r%d_%s", problem, replicate, arm);
 }
 
-enum action { ACT_RUN, ACT_REUSE, ACT_RERUN, ACT_STALE };
-static const char *const action_names[] = {"RUN", "REUSE", "RERUN", "STALE"};
+enum action { ACT_RUN, ACT_REUSE, ACT_RERUN, ACT_STALE, ACT_QUEUED };
+static const char *const action_names[] = {"RUN", "REUSE", "RERUN", "STALE", "QUEUED"};
 
 struct trial {
 	char name[96];
@@ -66,18 +66,6 @@ struct trial {
 	pid_t worker;               /* running in this worker process (concurrency > 1) */
 	int worker_fd;              /* the pipe its outcome comes back on */
 	double started_ms;
-};
-
-/* What a trial's run came to: printed by whoever runs it, sent back from a
- * worker process through a pipe as it is (fixed size, no pointers). */
-struct outcome {
-	int64_t id, attempt;
-	char status[24];
-	char note[200];
-	int ran;                    /* an attempt ran (turns, submissions, speedup mean something) */
-	int turns, submissions;
-	double speedup;             /* < 0: not passed */
-	double seconds;
 };
 
 struct plan {
@@ -106,8 +94,8 @@ static char *decoding_json(const struct llm_decoding *d)
 
 /* What a trial would run: the problem's files, the instruction's templates,
  * the grader, the DSL's primer, the agent and the budgets. */
-static int fingerprint(const struct run_opts *o, const struct problem *p, const struct arm *arm,
-		       char hex[65])
+int run_trial_fingerprint(const struct run_opts *o, const struct problem *p, const struct arm *arm,
+			  char hex[65])
 {
 	static const char *const problem_files[] = {"problem.json", "reference.py"};
 	static const char *const template_files[] = {"instruction.md", "CONTRACT.md", "check.py"};
@@ -143,7 +131,7 @@ static struct trial_record *find_record(struct plan *pl, const char *name)
 
 static int is_final_status(const char *s)
 {
-	return strcmp(s, "running") != 0;
+	return strcmp(s, "running") != 0 && strcmp(s, "queued") != 0;
 }
 
 /* Decide each trial's action from its live record. */
@@ -162,11 +150,23 @@ static int make_plan(struct plan *pl)
 				t->replicate = r;
 				t->arm = o->arms[a];
 				run_trial_name(t->name, sizeof(t->name), t->problem->number, r, t->arm->name);
-				if (fingerprint(o, t->problem, t->arm, t->fingerprint) < 0)
+				if (run_trial_fingerprint(o, t->problem, t->arm, t->fingerprint) < 0)
 					return -1;
 				t->rec = find_record(pl, t->name);
 				if (!t->rec) {
 					t->action = ACT_RUN;
+				} else if (t->rec->lease_owner || !strcmp(t->rec->status, "queued")) {
+					/* in the queue of mkb worker (a shared store): left
+					 * there by --enqueue, redone by a worker once a
+					 * lease expires */
+					if (o->enqueue)
+						t->action = ACT_QUEUED;
+					else if (!strcmp(t->rec->status, "queued") || t->rec->lease_live)
+						return error("%s is %s by mkb worker: one run per store and model at a "
+							     "time (the workers drain it)", t->name,
+							     t->rec->lease_live ? "being run" : "queued");
+					else
+						t->action = ACT_RERUN;
 				} else if (!is_final_status(t->rec->status)) {
 					/* left running by an mkb that is gone, or by us now? */
 					int alive = t->rec->owner_boot && !strcmp(t->rec->owner_boot, boot) &&
@@ -230,15 +230,18 @@ static struct trial *skill_source(struct plan *pl, const struct trial *t, const 
 
 static void print_plan(const struct plan *pl)
 {
-	int counts[4] = {0};
+	int counts[5] = {0};
 	for (size_t i = 0; i < pl->n; i++) {
 		const struct trial *t = &pl->t[i];
 		counts[t->action]++;
 		printf("%-6s %s%s\n", action_names[t->action], t->name,
 		       t->action == ACT_STALE ? "  (what it ran has changed since)" : "");
 	}
-	printf("plan: %zu trials: %d to run, %d to reuse, %d to rerun, %d stale\n", pl->n,
+	printf("plan: %zu trials: %d to run, %d to reuse, %d to rerun, %d stale", pl->n,
 	       counts[ACT_RUN], counts[ACT_REUSE], counts[ACT_RERUN], counts[ACT_STALE]);
+	if (counts[ACT_QUEUED])
+		printf(", %d in the queue already", counts[ACT_QUEUED]);
+	putchar('\n');
 }
 
 static char *slug(const char *model)
@@ -251,47 +254,43 @@ static char *slug(const char *model)
 	return s;
 }
 
-/* Run one trial to a final record, described in *out. -1 only when the
- * store fails. */
-static int execute(struct plan *pl, struct trial *t, struct outcome *out)
+int run_trial_execute(const struct run_opts *o, struct store *store, const struct run_trial *t,
+		      struct run_outcome *out)
 {
-	const struct run_opts *o = pl->o;
 	memset(out, 0, sizeof(*out));
 	out->speedup = -1;
+	out->id = t->id;
 	char boot[64];
 	proc_boot_id(boot, sizeof(boot));
 	struct trial_record rec = {
-		.name = t->name, .model = (char *)o->attempt.model, .decoding = pl->decoding,
-		.arm = (char *)t->arm->name, .dsl = (char *)t->arm->dsl, .fingerprint = t->fingerprint,
+		.name = (char *)t->name, .model = (char *)o->attempt.model, .decoding = (char *)t->decoding,
+		.arm = (char *)t->arm->name, .dsl = (char *)t->arm->dsl, .fingerprint = (char *)t->fingerprint,
 		.status = "running", .problem = t->problem->number, .replicate = t->replicate,
 		.owner_pid = getpid(), .owner_boot = boot, .owner_start = proc_start_ticks(getpid()),
 	};
 	char *skill_file = NULL, *note = NULL;
 	const char *skill_from = NULL;
-	struct trial *src = NULL;
 	double t0 = now_ms();
 	if (t->arm->skill_from) {
-		const char *why = NULL;
-		src = skill_source(pl, t, &why);
-		char *skill = src && src->attempt ? store_attempt_skill(pl->store, src->attempt) : NULL;
+		char *skill = t->source && t->source_attempt ? store_attempt_skill(store, t->source_attempt) : NULL;
 		if (!skill || !*attempt_skill_body(skill)) {
-			note = xstrfmt("skipped: %s", src ? "its source left no SKILL.md" : why);
+			note = xstrfmt("skipped: %s", t->source ? "its source left no SKILL.md" : t->why);
 			rec.status = "skipped";
 			free(skill);
-			int rc = store_trial_begin(pl->store, &rec, &out->id);
+			int rc = out->id ? 0 : store_trial_begin(store, &rec, &out->id);
 			if (!rc)
-				rc = store_trial_finish(pl->store, out->id, "skipped", 0, note);
+				rc = store_trial_finish(store, out->id, "skipped", 0, note);
 			snprintf(out->status, sizeof(out->status), "skipped");
 			snprintf(out->note, sizeof(out->note), "%s", note + 9);
 			free(note);
 			return rc;
 		}
-		skill_from = dsl_find(src->arm->dsl)->name;
+		skill_from = dsl_find(t->source_dsl)->name;
 		char *m = slug(o->attempt.model);
 		char *dir = xstrfmt("%s/%s", o->runs_dir, m);
 		free(m);
 		make_dirs(dir, 0755);
-		skill_file = xstrfmt("%s/%s-skill-from-%s.md", dir, t->name, src->name);
+		skill_file = xstrfmt("%s/%s-skill-from-%s.md", dir, t->name, t->source);
 		free(dir);
 		if (write_file_atomic(skill_file, skill, strlen(skill)) < 0) {
 			free(skill);
@@ -300,7 +299,7 @@ static int execute(struct plan *pl, struct trial *t, struct outcome *out)
 		}
 		free(skill);
 	}
-	if (store_trial_begin(pl->store, &rec, &out->id) < 0) {
+	if (!out->id && store_trial_begin(store, &rec, &out->id) < 0) {
 		free(skill_file);
 		return -1;
 	}
@@ -319,7 +318,7 @@ static int execute(struct plan *pl, struct trial *t, struct outcome *out)
 	const char *status = rc < 0 ? "infra_error" : r.status;
 	if (rc < 0)
 		note = xstrdup("the attempt could not start (see the errors above)");
-	int stored = store_trial_finish(pl->store, out->id, status, r.id, note);
+	int stored = store_trial_finish(store, out->id, status, r.id, note);
 	snprintf(out->status, sizeof(out->status), "%s", status);
 	if (rc == 0) {
 		out->ran = 1;
@@ -338,8 +337,26 @@ static int execute(struct plan *pl, struct trial *t, struct outcome *out)
 	return stored;
 }
 
+/* Run t of the plan: its skill's source from the plan. */
+static int execute(struct plan *pl, struct trial *t, struct run_outcome *out)
+{
+	struct run_trial rt = {
+		.name = t->name, .problem = t->problem, .replicate = t->replicate, .arm = t->arm,
+		.fingerprint = t->fingerprint, .decoding = pl->decoding,
+	};
+	if (t->arm->skill_from) {
+		struct trial *src = skill_source(pl, t, &rt.why);
+		if (src) {
+			rt.source = src->name;
+			rt.source_dsl = src->arm->dsl;
+			rt.source_attempt = src->attempt;
+		}
+	}
+	return run_trial_execute(pl->o, pl->store, &rt, out);
+}
+
 /* The trial is final as *out says. */
-static void settle(struct trial *t, const struct outcome *out)
+static void settle(struct trial *t, const struct run_outcome *out)
 {
 	t->final = 1;
 	free(t->status);
@@ -348,10 +365,11 @@ static void settle(struct trial *t, const struct outcome *out)
 	t->attempt = out->attempt;
 }
 
-/* One line per final trial: "[3/16] p28_r1_solo_tirx: passed, speedup 9.1x, ..." */
-static void print_outcome(const struct trial *t, const struct outcome *out, size_t done, size_t total)
+void run_print_outcome(const char *name, const struct run_outcome *out, size_t done, size_t total)
 {
-	printf("[%zu/%zu] %s: %s", done, total, t->name, out->status);
+	if (total)
+		printf("[%zu/%zu] ", done, total);
+	printf("%s: %s", name, out->status);
 	if (!strcmp(out->status, "skipped")) {
 		printf(" (%s)\n", out->note);
 		return;
@@ -437,7 +455,7 @@ static void status_line(const struct sched *sc, int erase_only)
 	fflush(stdout);
 }
 
-static void finished(struct sched *sc, struct trial *t, const struct outcome *out)
+static void finished(struct sched *sc, struct trial *t, const struct run_outcome *out)
 {
 	settle(t, out);
 	sc->done++;
@@ -446,7 +464,7 @@ static void finished(struct sched *sc, struct trial *t, const struct outcome *ou
 	sc->passed += !strcmp(out->status, "passed");
 	sc->failed += !strcmp(out->status, "failed") || !strcmp(out->status, "timed_out");
 	status_line(sc, 1);
-	print_outcome(t, out, sc->done, sc->total);
+	run_print_outcome(t->name, out, sc->done, sc->total);
 	status_line(sc, 0);
 }
 
@@ -475,7 +493,7 @@ static int start_worker(struct sched *sc, struct trial *t)
 		struct store *mine = NULL;
 		int rc = store_open(path, &mine);
 		free(path);
-		struct outcome out;
+		struct run_outcome out;
 		if (rc == 0) {
 			sc->pl->store = mine;
 			rc = execute(sc->pl, t, &out);
@@ -502,7 +520,7 @@ static int start_worker(struct sched *sc, struct trial *t)
 /* A worker ended with wait status: collect its outcome. */
 static void reap(struct sched *sc, struct trial *t, int status)
 {
-	struct outcome out;
+	struct run_outcome out;
 	ssize_t got = read(t->worker_fd, &out, sizeof(out));
 	close(t->worker_fd);
 	t->worker_fd = -1;
@@ -560,7 +578,7 @@ static int schedule(struct sched *sc, int *ceiling)
 			if ((*ceiling = over_ceiling(pl)))
 				break;
 			if (conc == 1) {
-				struct outcome out;
+				struct run_outcome out;
 				if (execute(pl, t, &out) < 0)
 					rc = -1;
 				else
@@ -608,10 +626,55 @@ static void release(struct plan *pl)
 	store_close(pl->store);
 }
 
+/* Put every trial of the plan that is not final and not queued already into
+ * the store's queue for mkb worker ("queued", a skill arm naming its source
+ * trial). A skill arm without a source is recorded skipped now. 0, or 3. */
+static int enqueue(struct plan *pl)
+{
+	const struct run_opts *o = pl->o;
+	int queued = 0, already = 0;
+	for (size_t i = 0; i < pl->n; i++) {
+		struct trial *t = &pl->t[i];
+		already += t->action == ACT_QUEUED;
+		if (t->final || t->action == ACT_QUEUED)
+			continue;
+		const char *why = NULL;
+		struct trial *src = t->arm->skill_from ? skill_source(pl, t, &why) : NULL;
+		if (t->arm->skill_from && !src) {
+			struct run_outcome out;
+			if (execute(pl, t, &out) < 0)
+				return 3;
+			settle(t, &out);
+			run_print_outcome(t->name, &out, 0, 0);
+			continue;
+		}
+		struct trial_record rec = {
+			.name = t->name, .model = (char *)o->attempt.model, .decoding = pl->decoding,
+			.arm = (char *)t->arm->name, .dsl = (char *)t->arm->dsl, .fingerprint = t->fingerprint,
+			.status = "queued", .problem = t->problem->number, .replicate = t->replicate,
+			.source = src ? src->name : NULL,
+		};
+		int64_t id;
+		if (store_trial_begin(pl->store, &rec, &id) < 0)
+			return 3;
+		queued++;
+	}
+	printf("enqueued: %d trial%s queued for mkb worker, %d in the queue already\n", queued,
+	       queued == 1 ? "" : "s", already);
+	return 0;
+}
+
 int run_protocol(const struct run_opts *o)
 {
 	struct plan pl = {o, NULL, 0, NULL, 0, decoding_json(&o->attempt.decoding), NULL};
 	char *path = o->attempt.store_path ? xstrdup(o->attempt.store_path) : paths_store(o->attempt.root);
+	if (o->enqueue && !store_path_is_url(path)) {
+		error("--enqueue fills the queue of mkb worker, which needs a shared PostgreSQL store "
+		      "(--store postgres://...)");
+		free(path);
+		release(&pl);
+		return 2;
+	}
 	int rc = store_open(path, &pl.store);
 	free(path);
 	if (rc < 0) {
@@ -645,6 +708,11 @@ int run_protocol(const struct run_opts *o)
 			release(&pl);
 			return 3;
 		}
+	}
+	if (o->enqueue) {
+		rc = enqueue(&pl);
+		release(&pl);
+		return rc;
 	}
 	struct sched sc = {&pl, 0, pl.n, 0, 0, 0, now_ms(), 0, 0, isatty(STDOUT_FILENO)};
 	for (size_t i = 0; i < pl.n; i++)

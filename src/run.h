@@ -14,11 +14,19 @@
  * source's SKILL.md whether the source passed or not, and is recorded as
  * `skipped` when the source left none. Every trial's row is written before
  * its attempt starts and completed after, so a killed run loses nothing
- * final: the next one archives what was left running and redoes it. */
+ * final: the next one archives what was left running and redoes it.
+ *
+ * Many machines (a shared PostgreSQL store): `mkb run --enqueue` plans the
+ * same way and puts the trials into the store's queue ("queued", a skill
+ * arm naming its source trial) instead of running them; `mkb worker`
+ * processes anywhere claim them one at a time (worker.h) and run each with
+ * run_trial_execute, the very function mkb run runs a trial with. A plan
+ * shows a trial already in the queue as QUEUED. */
 #ifndef MKB_RUN_H
 #define MKB_RUN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "attempt.h"
 #include "catalog.h"
@@ -45,6 +53,7 @@ struct run_opts {
 	size_t narms;
 	int replicates;
 	int dry_run, rerun_stale;
+	int enqueue;                  /* queue the trials for mkb worker, run none */
 	int concurrency;              /* trials in flight at once (1: one after another) */
 	double max_cost;              /* USD; no new trial starts once spent (0: none) */
 	const char *runs_dir;         /* where the attempts' folders go */
@@ -54,6 +63,45 @@ struct run_opts {
  * exit code: 0 every trial final, 1 some trial failed to run or is stale,
  * 3 infrastructure. */
 int run_protocol(const struct run_opts *o);
+
+/* One trial as mkb run or a worker hands it to run_trial_execute. */
+struct run_trial {
+	const char *name;
+	const struct problem *problem;
+	int replicate;
+	const struct arm *arm;
+	const char *fingerprint, *decoding;
+	int64_t id;                   /* its row (a worker's claim), or 0: inserted as it starts */
+	/* a skill arm's source trial: its name (NULL when it has none, *why
+	 * says so), its arm's DSL and its attempt (0: none) */
+	const char *source, *source_dsl, *why;
+	int64_t source_attempt;
+};
+
+/* What a trial's run came to: printed by whoever runs it, sent back from a
+ * worker process through a pipe as it is (fixed size, no pointers). */
+struct run_outcome {
+	int64_t id, attempt;
+	char status[24];
+	char note[200];
+	int ran;                    /* an attempt ran (turns, submissions, speedup mean something) */
+	int turns, submissions;
+	double speedup;             /* < 0: not passed */
+	double seconds;
+};
+
+struct store;
+/* Run t to a final record in store (its attempt under o->attempt, a skill
+ * arm with its source's SKILL.md, or skipped when there is none), described
+ * in *out. -1 only when the store fails. */
+int run_trial_execute(const struct run_opts *o, struct store *store, const struct run_trial *t,
+		      struct run_outcome *out);
+/* What t would run (problem, templates, grader, primer, agent, budgets,
+ * model) as hex: a final record with another is stale. 0 or -1. */
+int run_trial_fingerprint(const struct run_opts *o, const struct problem *p, const struct arm *arm,
+			  char hex[65]);
+/* "[3/16] p28_r1_solo_tirx: passed, speedup 9.1x, ..." ("[3/16] " only when total > 0). */
+void run_print_outcome(const char *name, const struct run_outcome *out, size_t done, size_t total);
 
 /* "p28_r1_solo_cutedsl" into out. */
 void run_trial_name(char *out, size_t size, int problem, int replicate, const char *arm);

@@ -1,7 +1,13 @@
 /* The results store. Every evaluation is recorded as it starts (status
  * "running") and completed when its verdict is known, so a killed run leaves
- * a visible trace rather than nothing. store_sqlite.c is the only file that
- * speaks SQL. */
+ * a visible trace rather than nothing.
+ *
+ * Two backends behind this one API (store.c picks one by the path): a
+ * SQLite file, the embedded default (store_sqlite.c), and a PostgreSQL
+ * database that machines share, when the path is a URL postgres://... or
+ * postgresql://... (store_pg.c, libpq). They are the only files that speak
+ * SQL. The PostgreSQL store also holds the queue of trials that `mkb worker`
+ * processes on any number of machines drain (store_trial_claim). */
 #ifndef MKB_STORE_H
 #define MKB_STORE_H
 
@@ -24,6 +30,9 @@ struct eval_record {
 	const char *owner_boot;       /* machine's boot id and its start time, */
 	long long owner_start;        /* so an abandoned row can be told apart */
 };
+
+/* Is path a PostgreSQL URL (postgres://, postgresql://)? */
+int store_path_is_url(const char *path);
 
 /* Open (creating if needed) the store at path. 0 or -1 (error printed). */
 int store_open(const char *path, struct store **out);
@@ -83,13 +92,18 @@ struct trial_record {
 	int64_t attempt;              /* 0: none */
 	long long owner_pid, owner_start;
 	char *owner_boot;
+	/* The queue (PostgreSQL only; NULL and 0 in SQLite): */
+	char *source;                 /* a skill arm's source trial (its name) */
+	char *lease_owner;            /* the mkb worker that holds it, or NULL */
+	int lease_live;               /* that lease has not expired */
 };
 
 /* The live (not archived) trials of model with decoding, oldest first. */
 int store_trials_load(struct store *s, const char *model, const char *decoding,
 		      struct trial_record **out, size_t *n);
 void trial_records_free(struct trial_record *t, size_t n);
-/* Insert a trial (t->status, usually "running"); *id gets its row. */
+/* Insert a trial (t->status: "running", or "queued" for mkb worker, with
+ * t->source); *id gets its row. */
 int store_trial_begin(struct store *s, const struct trial_record *t, int64_t *id);
 int store_trial_finish(struct store *s, int64_t id, const char *status, int64_t attempt,
 		       const char *note);
@@ -126,6 +140,34 @@ struct trial_result {
  * return stops the walk and is returned. 0, or -1 on a store error. */
 int store_trial_results(struct store *s, const char *model,
 			int (*fn)(const struct trial_result *t, void *arg), void *arg);
+
+/* ---- the queue of mkb worker (PostgreSQL; SQLite says it has none) -------
+ * `mkb run --enqueue` inserts a plan's trials as "queued" (a skill arm names
+ * its source trial). A worker claims one in a transaction (SELECT ... FOR
+ * UPDATE SKIP LOCKED): a live queued trial whose source, if any, is final,
+ * or a running one whose worker's lease expired (that row is archived as
+ * interrupted, its attempt marked abandoned, and a fresh row claimed in its
+ * place). The claim sets a lease (the worker, an expiry by the database's
+ * clock) that the worker renews while the attempt runs; the final record
+ * (store_trial_finish) clears it. */
+struct worker_id {
+	const char *name;             /* "<host>:<pid>" */
+	long long pid, start;         /* the worker process (owner_pid, owner_start) */
+	const char *boot;
+};
+
+/* Claim the next ready trial for w for lease_s seconds into *out (its
+ * contents freed by trial_record_release). 1 claimed,
+ * 0 nothing left (no queued trial, no leased one running), 2 none ready
+ * now (waiting on a source or on live leases), -1 error. */
+int store_trial_claim(struct store *s, const struct worker_id *w, double lease_s,
+		      struct trial_record *out);
+/* Renew worker's lease on trial id: 0, 1 when the lease is no longer
+ * worker's (it expired and another claimed the trial), -1 error. */
+int store_trial_heartbeat(struct store *s, int64_t id, const char *worker, double lease_s);
+/* Give trial id back to the queue unrun (worker's lease dropped). */
+int store_trial_release(struct store *s, int64_t id, const char *worker, const char *why);
+void trial_record_release(struct trial_record *t);
 
 /* Number of evaluations in the store with the given status ("" for all); -1 on error. */
 long store_count_evaluations(struct store *s, const char *status);

@@ -1,8 +1,10 @@
+/* The SQLite store (store.h), the embedded default: one file per store,
+ * WAL, the schema versioned by PRAGMA user_version. */
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include "store_backend.h"
 #include "util.h"
 
 /* 1: the first schema. 2: owner_pid, owner_boot, owner_start (which mkb
@@ -11,11 +13,6 @@
  * earlier ones are unchanged. 5: the judge queue's columns of an evaluation
  * (gpu_index, slot, queue_ms, hold_ms). */
 #define SCHEMA_VERSION 5
-
-struct store {
-	sqlite3 *db;
-	char *path;
-};
 
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS evaluations ("
@@ -91,19 +88,25 @@ static const char schema[] =
 	" owner_pid INTEGER, owner_boot TEXT, owner_start INTEGER);"
 	"CREATE INDEX IF NOT EXISTS trials_live ON trials(model, decoding, name) WHERE archived=0;";
 
+static void sq_close(struct store *s);
+
 static int sql_error(struct store *s, const char *what)
 {
 	return error("store '%s': %s: %s", s->path, what, sqlite3_errmsg(s->db));
 }
 
-int store_open(const char *path, struct store **out)
+static int sq_open(const char *path, struct store **out)
 {
 	struct store *s = xcalloc(1, sizeof(*s));
+	s->ops = &store_sqlite_ops;
 	s->path = xstrdup(path);
-	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+	sqlite3 *db = NULL;
+	int orc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	s->db = db;
+	if (orc != SQLITE_OK) {
 		int rc = error("cannot open store '%s': %s", path,
 			       s->db ? sqlite3_errmsg(s->db) : "out of memory");
-		store_close(s);
+		sq_close(s);
 		return rc;
 	}
 	sqlite3_busy_timeout(s->db, 30000);
@@ -114,7 +117,7 @@ int store_open(const char *path, struct store **out)
 	    sqlite3_exec(s->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
 		int rc = error("store '%s': cannot create schema: %s", path, msg ? msg : "?");
 		sqlite3_free(msg);
-		store_close(s);
+		sq_close(s);
 		return rc;
 	}
 	if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK) {
@@ -135,7 +138,7 @@ int store_open(const char *path, struct store **out)
 		int rc = error("store '%s': cannot migrate from version 1: %s", path, msg ? msg : "?");
 		sqlite3_free(msg);
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-		store_close(s);
+		sq_close(s);
 		return rc;
 	}
 	/* Version 2 and 3 stores got the newer tables from the schema above. */
@@ -156,7 +159,7 @@ int store_open(const char *path, struct store **out)
 		int rc = error("store '%s': cannot migrate from version 4: %s", path, msg ? msg : "?");
 		sqlite3_free(msg);
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-		store_close(s);
+		sq_close(s);
 		return rc;
 	}
 	if (version == 0) {
@@ -170,14 +173,14 @@ int store_open(const char *path, struct store **out)
 	if (version != SCHEMA_VERSION) {
 		int rc = error("store '%s' has schema version %d; this mkb reads %d", path, version,
 			       SCHEMA_VERSION);
-		store_close(s);
+		sq_close(s);
 		return rc;
 	}
 	*out = s;
 	return 0;
 }
 
-void store_close(struct store *s)
+static void sq_close(struct store *s)
 {
 	if (!s)
 		return;
@@ -236,7 +239,7 @@ static int insert(struct store *s, sqlite3_stmt *st, int bind_rc, const char *wh
 	return 0;
 }
 
-int store_begin_evaluation(struct store *s, const struct eval_record *r, int64_t *id)
+static int sq_begin_evaluation(struct store *s, const struct eval_record *r, int64_t *id)
 {
 	static const char sql[] =
 		"INSERT INTO evaluations (started_at, problem, dsl, workload, device, kernel_path,"
@@ -264,7 +267,7 @@ int store_begin_evaluation(struct store *s, const struct eval_record *r, int64_t
 	return insert(s, st, b, "insert evaluation", id);
 }
 
-int store_finish_evaluation(struct store *s, int64_t id, const struct verdict *v)
+static int sq_finish_evaluation(struct store *s, int64_t id, const struct verdict *v)
 {
 	static const char sql[] =
 		"UPDATE evaluations SET finished_at=?1, status=?2, reason=?3, stage=?4,"
@@ -309,7 +312,7 @@ int store_finish_evaluation(struct store *s, int64_t id, const struct verdict *v
 	return run(s, st, b, "update evaluation");
 }
 
-long store_count_evaluations(struct store *s, const char *status)
+static long sq_count_evaluations(struct store *s, const char *status)
 {
 	sqlite3_stmt *st;
 	const char *sql = *status ? "SELECT count(*) FROM evaluations WHERE status=?1"
@@ -369,7 +372,7 @@ static long reclaim_table(struct store *s, const char *table, const char *boot,
 	return (long)n;
 }
 
-long store_reclaim_abandoned(struct store *s, const char *boot,
+static long sq_reclaim_abandoned(struct store *s, const char *boot,
 			     int (*alive)(long long pid, long long start))
 {
 	long evals = reclaim_table(s, "evaluations", boot, alive);
@@ -379,7 +382,7 @@ long store_reclaim_abandoned(struct store *s, const char *boot,
 
 /* ---- attempts ---------------------------------------------------------- */
 
-int store_begin_attempt(struct store *s, const struct attempt_record *r, int64_t *id)
+static int sq_begin_attempt(struct store *s, const struct attempt_record *r, int64_t *id)
 {
 	static const char sql[] =
 		"INSERT INTO attempts (started_at, problem, dsl, model, arm, workdir, skill_in_sha256,"
@@ -403,7 +406,7 @@ int store_begin_attempt(struct store *s, const struct attempt_record *r, int64_t
 	return insert(s, st, b, "insert attempt", id);
 }
 
-int store_add_attempt_event(struct store *s, int64_t id, const char *kind, double elapsed_s,
+static int sq_add_attempt_event(struct store *s, int64_t id, const char *kind, double elapsed_s,
 			    json_t *body)
 {
 	static const char sql[] =
@@ -423,7 +426,7 @@ int store_add_attempt_event(struct store *s, int64_t id, const char *kind, doubl
 	return run(s, st, b, "insert attempt event");
 }
 
-int store_finish_attempt(struct store *s, int64_t id, const struct attempt_outcome *o)
+static int sq_finish_attempt(struct store *s, int64_t id, const struct attempt_outcome *o)
 {
 	static const char sql[] =
 		"UPDATE attempts SET finished_at=?1, status=?2, reason=?3, final_evaluation=?4,"
@@ -480,7 +483,7 @@ static json_t *row_object(sqlite3_stmt *st, const char *const *json_columns)
 	return o;
 }
 
-json_t *store_load_attempt(struct store *s, int64_t id)
+static json_t *sq_load_attempt(struct store *s, int64_t id)
 {
 	static const char *const attempt_json[] = {"options", NULL};
 	static const char *const event_json[] = {"body", NULL};
@@ -528,22 +531,7 @@ static char *column_text(sqlite3_stmt *st, int i)
 	return t ? xstrdup((const char *)t) : NULL;
 }
 
-void trial_records_free(struct trial_record *t, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(t[i].name);
-		free(t[i].model);
-		free(t[i].decoding);
-		free(t[i].arm);
-		free(t[i].dsl);
-		free(t[i].fingerprint);
-		free(t[i].status);
-		free(t[i].owner_boot);
-	}
-	free(t);
-}
-
-int store_trials_load(struct store *s, const char *model, const char *decoding,
+static int sq_trials_load(struct store *s, const char *model, const char *decoding,
 		      struct trial_record **out, size_t *n)
 {
 	*out = NULL;
@@ -588,7 +576,7 @@ int store_trials_load(struct store *s, const char *model, const char *decoding,
 	return 0;
 }
 
-int store_trial_begin(struct store *s, const struct trial_record *t, int64_t *id)
+static int sq_trial_begin(struct store *s, const struct trial_record *t, int64_t *id)
 {
 	static const char sql[] =
 		"INSERT INTO trials (name, model, decoding, arm, problem, dsl, replicate, fingerprint,"
@@ -613,7 +601,7 @@ int store_trial_begin(struct store *s, const struct trial_record *t, int64_t *id
 	return insert(s, st, b, "insert trial", id);
 }
 
-int store_trial_finish(struct store *s, int64_t id, const char *status, int64_t attempt,
+static int sq_trial_finish(struct store *s, int64_t id, const char *status, int64_t attempt,
 		       const char *note)
 {
 	sqlite3_stmt *st;
@@ -630,7 +618,7 @@ int store_trial_finish(struct store *s, int64_t id, const char *status, int64_t 
 	return run(s, st, b, "finish trial");
 }
 
-int store_trial_archive(struct store *s, int64_t id, const char *why)
+static int sq_trial_archive(struct store *s, int64_t id, const char *why)
 {
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(s->db, "UPDATE trials SET archived=1, note=coalesce(note || '; ', '') || ?1"
@@ -640,7 +628,7 @@ int store_trial_archive(struct store *s, int64_t id, const char *why)
 	return run(s, st, b, "archive trial");
 }
 
-char *store_attempt_skill(struct store *s, int64_t attempt)
+static char *sq_attempt_skill(struct store *s, int64_t attempt)
 {
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(s->db, "SELECT skill_out FROM attempts WHERE id=?1", -1, &st, NULL) != SQLITE_OK) {
@@ -654,7 +642,7 @@ char *store_attempt_skill(struct store *s, int64_t attempt)
 	return skill;
 }
 
-json_t *store_trials_summary(struct store *s)
+static json_t *sq_trials_summary(struct store *s)
 {
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(s->db, "SELECT model, decoding, status, count(*), sum(archived = 0),"
@@ -684,7 +672,7 @@ json_t *store_trials_summary(struct store *s)
 	return rows;
 }
 
-double store_model_cost(struct store *s, const char *model)
+static double sq_model_cost(struct store *s, const char *model)
 {
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(s->db, "SELECT coalesce(sum(cost_usd), 0) FROM attempts WHERE model=?1",
@@ -711,7 +699,7 @@ static long long column_count(sqlite3_stmt *st, int i)
 	return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
 }
 
-int store_trial_results(struct store *s, const char *model,
+static int sq_trial_results(struct store *s, const char *model,
 			int (*fn)(const struct trial_result *t, void *arg), void *arg)
 {
 	static const char sql[] =
@@ -762,3 +750,26 @@ int store_trial_results(struct store *s, const char *model,
 		return stop;
 	return rc == SQLITE_DONE ? 0 : sql_error(s, "read trial results");
 }
+
+const struct store_ops store_sqlite_ops = {
+	.name = "sqlite",
+	.open = sq_open,
+	.close = sq_close,
+	.begin_evaluation = sq_begin_evaluation,
+	.finish_evaluation = sq_finish_evaluation,
+	.reclaim_abandoned = sq_reclaim_abandoned,
+	.begin_attempt = sq_begin_attempt,
+	.add_attempt_event = sq_add_attempt_event,
+	.finish_attempt = sq_finish_attempt,
+	.load_attempt = sq_load_attempt,
+	.trials_load = sq_trials_load,
+	.trial_begin = sq_trial_begin,
+	.trial_finish = sq_trial_finish,
+	.trial_archive = sq_trial_archive,
+	.attempt_skill = sq_attempt_skill,
+	.model_cost = sq_model_cost,
+	.trials_summary = sq_trials_summary,
+	.trial_results = sq_trial_results,
+	.count_evaluations = sq_count_evaluations,
+	/* no queue: one machine runs its trials itself (mkb run --concurrency) */
+};

@@ -10,7 +10,7 @@
 # short while only: make the calls back to back). When every part is there,
 # the archive is reassembled, checked against the manifest's sha256 and
 # unpacked into $DSL_SITE; then mkb is built against the carried headers and
-# the machine's own libjansson/libsqlite3/libcurl. Prints "setup: ready" when done,
+# the machine's own libjansson/libsqlite3/libcurl (without libpq: PG=0). Prints "setup: ready" when done,
 # "setup: waiting for ..." otherwise. Source tools/device_env.sh afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,7 +71,7 @@ mkdir -p build/devlib
 devlib jansson libjansson.so.4
 devlib sqlite3 libsqlite3.so.0
 devlib curl libcurl.so.4
-make -s build/mkb build/mkb-submit DEBS_STAMP= PKG_CFLAGS="-I.stage/include" PKG_LIBS="-Lbuild/devlib -ljansson -lsqlite3 -lcurl"
+make -s build/mkb build/mkb-submit DEBS_STAMP= PG=0 PKG_CFLAGS="-I.stage/include" PKG_LIBS="-Lbuild/devlib -ljansson -lsqlite3 -lcurl"
 . tools/device_env.sh
 "$MKB_PYTHON" - <<'PY'
 import importlib.metadata as md

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# The shared PostgreSQL store and mkb worker: a real server (the Debian
+# package postgresql, tools/bootstrap.sh installs it) started in a temporary
+# folder on a loopback port; the store round-trips an attempt and its
+# evaluation as the SQLite store does; a planner enqueues 2 problems x 4 arms,
+# 3 workers drain the queue, one is killed with SIGKILL while it holds a
+# trial, and every trial still ends exactly once.
+#
+# initdb and postgres refuse to run as root: as root (CI) the server runs as
+# the unprivileged user `nobody` (runuser), in a folder it owns; the tests
+# themselves connect over TCP to 127.0.0.1 (trust authentication, loopback
+# only), so mkb runs as whoever runs the tests.
+. "$(dirname "$0")/../lib.sh"
+RUN_FLAGS="--device cpu --workload smoke --submissions 0 --runs-dir $TMP/runs"
+
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+PGDIR=$(mktemp -d "${TMPDIR:-/tmp}/mkb-pg.XXXXXX")
+WORKERS=""
+as_pg() { # run a server program as the server's user
+	if [ "$(id -u)" = 0 ]; then (cd "$PGDIR" && runuser -u nobody -- "$@"); else (cd "$PGDIR" && "$@"); fi
+}
+cleanup() {
+	for p in $WORKERS; do kill -9 "$p" 2>/dev/null || true; done
+	[ -f "$PGDIR/data/postmaster.pid" ] && as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -m immediate stop >/dev/null 2>&1
+	rm -rf "$PGDIR" "$TMP"
+}
+trap cleanup EXIT
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+URL="postgres://mkb@127.0.0.1:$PORT/mkb"
+sql() { "$PGBIN/psql" -X -A -t -q -h 127.0.0.1 -p "$PORT" -U mkb -d mkb -c "$1"; }
+
+expect 'a PostgreSQL server starts in a temporary folder (initdb, pg_ctl; as nobody when root)' '
+	[ -x "$PGBIN/initdb" ] || { echo "no PostgreSQL server programs under /usr/lib/postgresql (tools/bootstrap.sh --debs installs the package postgresql)"; exit 1; }
+	[ "$(id -u)" != 0 ] || chown nobody "$PGDIR"
+	as_pg "$PGBIN/initdb" -D "$PGDIR/data" -U mkb --auth=trust --encoding=UTF8 --locale=C -N >"$PGDIR/initdb.log" 2>&1 || { cat "$PGDIR/initdb.log"; exit 1; }
+	as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w -o "-p $PORT -k $PGDIR -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null || { cat "$PGDIR/server.log"; exit 1; }
+	"$PGBIN/createdb" -h 127.0.0.1 -p "$PORT" -U mkb mkb
+	"$MKB" status --store "$URL" | grep -q "^no trials in postgres://mkb@127.0.0.1:$PORT/mkb"
+	[ "$(sql "select version from mkb_schema")" = 5 ]
+'
+
+expect 'the PostgreSQL store round-trips an attempt, its events and its evaluation as SQLite does' '
+	for store in "$URL" "$TMP/rt.db"; do
+		"$MKB" attempt 28 --dsl cutedsl --model oracle --device cpu --workload smoke --submissions 1 \
+			--workdir "$TMP/rt-$(echo "$store" | tr -c "a-z0-9\n" _)" --store "$store" --json >/dev/null
+	done
+	"$MKB" attempt show "$(sql "select max(id) from attempts")" --store "$URL" --json >pg.json
+	"$MKB" attempt show 1 --store "$TMP/rt.db" --json >sq.json
+	sql "select row_to_json(e) from evaluations e order by id" >pg-evals.json
+	python3 - "$TMP/rt.db" <<PY
+import json, sqlite3, sys
+# what differs by nature between two runs: ids, times, paths, timings (and
+# the feedback text, which quotes them)
+VOLATILE = {"id", "started_at", "finished_at", "at", "elapsed_s", "agent_s", "workdir", "owner_pid",
+            "owner_start", "final_evaluation", "evaluation_id", "kernel_path", "credited_s",
+            "wait_ms", "eval_ms", "kernel_ms", "eager_ms", "speedup", "queue_ms", "hold_ms", "ms",
+            "result", "stages", "output_tail", "feedback", "timing", "seeds"}
+def norm(v):
+    if isinstance(v, dict):
+        return {k: norm(x) for k, x in v.items() if k not in VOLATILE}
+    if isinstance(v, list):
+        return [norm(x) for x in v]
+    if isinstance(v, str) and ("/rt-" in v or "mkb-test." in v):
+        return "<path>"
+    if isinstance(v, float): # a measurement: its type must match, not its value
+        return "<real>"
+    return v
+pg, sq = json.load(open("pg.json")), json.load(open("sq.json"))
+assert list(pg) == list(sq), (list(pg), list(sq))
+assert [e["kind"] for e in pg["events"]] == [e["kind"] for e in sq["events"]], "event kinds differ"
+assert pg["status"] == "passed" and pg["submissions"] == 1, pg["status"]
+a, b = norm(pg), norm(sq)
+def diff(x, y, at=""):
+    if isinstance(x, dict) and isinstance(y, dict):
+        return [d for k in sorted(set(x) | set(y)) for d in diff(x.get(k), y.get(k), at + "." + k)]
+    if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+        return [d for i, (p, q) in enumerate(zip(x, y)) for d in diff(p, q, "%s[%d]" % (at, i))]
+    return [] if x == y else [(at, str(x)[:200], str(y)[:200])]
+assert a == b, diff(a, b)
+db = sqlite3.connect(sys.argv[1]); db.row_factory = sqlite3.Row
+sq_e = [dict(r) for r in db.execute("select * from evaluations order by id")]
+pg_e = [json.loads(l) for l in open("pg-evals.json") if l.strip()]
+assert len(sq_e) == len(pg_e) == 2, (len(sq_e), len(pg_e))
+for x, y in zip(pg_e, sq_e):
+    assert list(x) == list(y), (list(x), list(y))
+    x, y = norm(x), norm(y)
+    assert x == y, diff(x, y)
+PY
+'
+
+expect 'an enqueued run: 2 problems x 4 arms queued for mkb worker, nothing run; SQLite has no queue' '
+	"$MKB" run --model oracle --problems 28,36 --store "$URL" $RUN_FLAGS --enqueue >enqueue.txt
+	grep -q "^plan: 8 trials: 8 to run, 0 to reuse, 0 to rerun, 0 stale$" enqueue.txt
+	grep -q "^enqueued: 8 trials queued for mkb worker, 0 in the queue already$" enqueue.txt
+	[ "$(sql "select count(*) from trials where status = '"'"'queued'"'"' and archived = 0")" = 8 ]
+	[ "$(sql "select count(*) from trials where source is not null")" = 4 ]
+	"$MKB" run --model oracle --problems 28,36 --store "$URL" $RUN_FLAGS --enqueue >again.txt
+	grep -q "^QUEUED p28_r1_solo_cutedsl$" again.txt
+	grep -q "^enqueued: 0 trials queued for mkb worker, 8 in the queue already$" again.txt
+	set +e
+	"$MKB" run --model oracle --problems 28,36 --store "$URL" $RUN_FLAGS >direct.txt 2>&1; a=$?
+	"$MKB" run --model oracle --problems 28 --store "$TMP/q.db" $RUN_FLAGS --enqueue >/dev/null 2>err.txt; b=$?
+	"$MKB" worker --store "$TMP/q.db" $RUN_FLAGS >/dev/null 2>>err.txt; c=$?
+	set -e
+	[ $a = 3 ] && [ $b = 2 ] && [ $c = 2 ]
+	grep -q "is queued by mkb worker" direct.txt
+	grep -q "needs a shared PostgreSQL store" err.txt
+'
+
+expect '3 workers drain it; one killed with SIGKILL mid-trial: its trial is reclaimed when its lease expires' '
+	t0=$(date +%s)
+	for i in 1 2 3; do
+		"$MKB" worker --store "$URL" --lease 5 $RUN_FLAGS >w$i.txt 2>&1 &
+		eval "w$i=\$!"
+		WORKERS="$WORKERS $!"
+	done
+	victim=""
+	for _ in $(seq 300); do
+		row=$(sql "select lease_owner || '"'"' '"'"' || name from trials where archived = 0 and status = '"'"'running'"'"' and lease_owner is not null order by id limit 1")
+		if [ -n "$row" ]; then victim=${row%% *}; trial=${row#* }; break; fi
+		sleep 0.1
+	done
+	[ -n "$victim" ]
+	pid=${victim##*:}
+	case " $w1 $w2 $w3 " in *" $pid "*) ;; *) echo "lease owner $victim is not one of our workers"; exit 1;; esac
+	sleep 1 # into its attempt
+	kill -9 "$pid"
+	echo "killed worker $pid holding $trial" >killed.txt
+	for w in $w1 $w2 $w3; do
+		[ "$w" = "$pid" ] && continue
+		for _ in $(seq 1200); do kill -0 "$w" 2>/dev/null || break; sleep 0.1; done
+		wait "$w" # exit 0: nothing left in the queue
+	done
+	echo "drained in $(( $(date +%s) - t0 )) s" >>killed.txt
+	cat killed.txt
+	[ "$(sql "select count(*) from trials where archived = 0")" = 8 ]
+	[ "$(sql "select count(distinct name) from trials where archived = 0")" = 8 ]
+	[ "$(sql "select count(*) from trials where archived = 0 and status = '"'"'passed'"'"'")" = 8 ]
+	# the killed worker'"'"'s trial: its row archived as interrupted, a fresh one final
+	[ "$(sql "select count(*) from trials where archived = 1 and name = '"'"'$trial'"'"' and note like '"'"'interrupted: the lease of worker $victim expired%'"'"'")" = 1 ]
+	[ "$(sql "select count(*) from trials where archived = 1")" = 1 ]
+	[ "$(sql "select count(*) from trials where lease_owner is not null or lease_expires is not null")" = 0 ]
+	[ "$(sql "select count(*) from attempts where status = '"'"'running'"'"'")" = 0 ]
+	# each skill arm ran after its source and got its skill
+	[ "$(sql "select count(*) from trials t join attempts a on a.id = t.attempt where t.archived = 0 and t.source is not null and a.skill_in_sha256 is not null")" = 4 ]
+	grep -q "^claimed " w1.txt w2.txt w3.txt
+	"$MKB" run --model oracle --problems 28,36 --store "$URL" $RUN_FLAGS --dry-run | grep -q "^plan: 8 trials: 0 to run, 8 to reuse, 0 to rerun, 0 stale$"
+	"$MKB" status --store "$URL" >status.txt
+	grep -q "^oracle  *{\"temperature\":0.7}  *passed  *8  *0$" status.txt
+	grep -q "^oracle  *{\"temperature\":0.7}  *running  *0  *1$" status.txt # the archived one
+	"$MKB" report --store "$URL" --format csv >report.csv
+	grep -q "^\"oracle\",.*,\"scores\",\"overall\",\"n\",4,," report.csv
+'
+
+finish
