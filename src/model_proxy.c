@@ -86,27 +86,14 @@ void model_proxy_close(struct model_proxy *p)
 	p->path = p->upstream = p->key = NULL;
 }
 
-static void send_all(int fd, const char *data, size_t len)
-{
-	while (len > 0) {
-		ssize_t w = send(fd, data, len, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		data += w;
-		len -= (size_t)w;
-	}
-}
-
 static void respond(int fd, long status, const char *ctype, const char *body, size_t len)
 {
 	char head[512];
 	int n = snprintf(head, sizeof(head),
 			 "HTTP/1.1 %ld %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
 			 status, status < 300 ? "OK" : "Error", ctype && *ctype ? ctype : "application/json", len);
-	send_all(fd, head, (size_t)n);
-	send_all(fd, body, len);
+	(void)socket_send_all(fd, head, (size_t)n);
+	(void)socket_send_all(fd, body, len);
 }
 
 static void refuse(int fd, long status, const char *why)

@@ -49,19 +49,6 @@ int submit_listen(struct submit_server *s, const char *path)
 	return 0;
 }
 
-static void write_all(int fd, const char *data, size_t len)
-{
-	while (len > 0) {
-		ssize_t w = send(fd, data, len, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		data += w;
-		len -= (size_t)w;
-	}
-}
-
 int submit_accept(struct submit_server *s)
 {
 	int fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
@@ -93,7 +80,7 @@ int submit_reply(int fd, int exit_code, const char *text)
 	json_decref(o);
 	int rc = -1;
 	if (s) {
-		write_all(fd, s, strlen(s));
+		(void)socket_send_all(fd, s, strlen(s));
 		rc = 0;
 	}
 	free(s);
@@ -129,7 +116,7 @@ int submit_request(const char *path)
 			close(fd);
 		return 3;
 	}
-	write_all(fd, SUBMIT_REQUEST, strlen(SUBMIT_REQUEST));
+	(void)socket_send_all(fd, SUBMIT_REQUEST, strlen(SUBMIT_REQUEST));
 	struct buf reply = BUF_INIT(SUBMIT_MAX_REPLY);
 	char chunk[4096];
 	ssize_t r;

@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -319,4 +320,19 @@ void utf8_sanitize(char *s)
 		}
 		p += n + 1;
 	}
+}
+
+int socket_send_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+	while (len > 0) {
+		ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
 }

@@ -34,6 +34,8 @@ int read_file(const char *path, size_t max, char **out, size_t *len);
 
 /* Write len bytes to path atomically (temp file + rename). 0 or -1 (error printed). */
 int write_file_atomic(const char *path, const char *data, size_t len);
+/* Send all of data on socket fd (no SIGPIPE: a peer gone is -1). 0 or -1. */
+int socket_send_all(int fd, const void *data, size_t len);
 
 /* Copy a regular file of at most max bytes (atomically). 0 or -1 (error printed). */
 int copy_file(const char *src, const char *dst, size_t max);
