@@ -310,7 +310,13 @@ int run_trial_execute(const struct run_opts *o, struct store *store, const struc
 	a.skill_path = skill_file;
 	a.skill_from = skill_from;
 	char *m = slug(o->attempt.model);
+	/* trial ids are per store: another store's run in the same folder may
+	 * have used the name already (an attempt wants a fresh folder) */
 	char *workdir = xstrfmt("%s/%s/%s-t%lld", o->runs_dir, m, t->name, (long long)out->id);
+	for (int n = 2; (is_dir(workdir) || is_file(workdir)) && n < 1000; n++) {
+		free(workdir);
+		workdir = xstrfmt("%s/%s/%s-t%lld.%d", o->runs_dir, m, t->name, (long long)out->id, n);
+	}
 	free(m);
 	a.workdir = workdir;
 	struct attempt_result r;
@@ -338,20 +344,27 @@ int run_trial_execute(const struct run_opts *o, struct store *store, const struc
 }
 
 /* Run t of the plan: its skill's source from the plan. */
-static int execute(struct plan *pl, struct trial *t, struct run_outcome *out)
+/* t as run_trial_execute takes it (pointers into t and the plan). */
+static void trial_for_run(struct plan *pl, struct trial *t, struct run_trial *rt)
 {
-	struct run_trial rt = {
+	*rt = (struct run_trial){
 		.name = t->name, .problem = t->problem, .replicate = t->replicate, .arm = t->arm,
 		.fingerprint = t->fingerprint, .decoding = pl->decoding,
 	};
 	if (t->arm->skill_from) {
-		struct trial *src = skill_source(pl, t, &rt.why);
+		struct trial *src = skill_source(pl, t, &rt->why);
 		if (src) {
-			rt.source = src->name;
-			rt.source_dsl = src->arm->dsl;
-			rt.source_attempt = src->attempt;
+			rt->source = src->name;
+			rt->source_dsl = src->arm->dsl;
+			rt->source_attempt = src->attempt;
 		}
 	}
+}
+
+static int execute(struct plan *pl, struct trial *t, struct run_outcome *out)
+{
+	struct run_trial rt;
+	trial_for_run(pl, t, &rt);
 	return run_trial_execute(pl->o, pl->store, &rt, out);
 }
 
@@ -468,12 +481,11 @@ static void finished(struct sched *sc, struct trial *t, const struct run_outcome
 	status_line(sc, 0);
 }
 
-/* Fork a worker for t. 0, or -1 (error printed). */
-static int start_worker(struct sched *sc, struct trial *t)
+pid_t run_trial_start(const struct run_opts *o, const char *store_path, const struct run_trial *t, int *fd)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
-		return error("cannot make a pipe for a worker: %s", strerror(errno));
+		return error("cannot make a pipe for a trial's process: %s", strerror(errno));
 	fflush(stdout);
 	fflush(stderr);
 	pid_t parent = getpid();
@@ -481,22 +493,18 @@ static int start_worker(struct sched *sc, struct trial *t)
 	if (pid < 0) {
 		close(p[0]);
 		close(p[1]);
-		return error("cannot start a worker: %s", strerror(errno));
+		return error("cannot start a trial's process: %s", strerror(errno));
 	}
 	if (pid == 0) {
 		close(p[0]);
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 			_exit(3);
 		/* A connection does not cross a fork: the parent's is left untouched. */
-		const struct run_opts *o = sc->pl->o;
-		char *path = o->attempt.store_path ? xstrdup(o->attempt.store_path) : paths_store(o->attempt.root);
 		struct store *mine = NULL;
-		int rc = store_open(path, &mine);
-		free(path);
+		int rc = store_open(store_path, &mine);
 		struct run_outcome out;
 		if (rc == 0) {
-			sc->pl->store = mine;
-			rc = execute(sc->pl, t, &out);
+			rc = run_trial_execute(o, mine, t, &out);
 			store_close(mine);
 		}
 		if (rc == 0 && write(p[1], &out, sizeof(out)) != (ssize_t)sizeof(out))
@@ -506,8 +514,34 @@ static int start_worker(struct sched *sc, struct trial *t)
 		_exit(rc < 0 ? 3 : 0);
 	}
 	close(p[1]);
+	*fd = p[0];
+	return pid;
+}
+
+int run_trial_collect(int fd, struct run_outcome *out)
+{
+	ssize_t got = read(fd, out, sizeof(*out));
+	close(fd);
+	if (got != (ssize_t)sizeof(*out))
+		return -1;
+	out->status[sizeof(out->status) - 1] = out->note[sizeof(out->note) - 1] = '\0';
+	return 0;
+}
+
+/* Start t in a process of its own. 0, or -1 (error printed). */
+static int start_worker(struct sched *sc, struct trial *t)
+{
+	const struct run_opts *o = sc->pl->o;
+	struct run_trial rt;
+	trial_for_run(sc->pl, t, &rt);
+	char *path = o->attempt.store_path ? xstrdup(o->attempt.store_path) : paths_store(o->attempt.root);
+	int fd;
+	pid_t pid = run_trial_start(o, path, &rt, &fd);
+	free(path);
+	if (pid < 0)
+		return -1;
 	t->worker = pid;
-	t->worker_fd = p[0];
+	t->worker_fd = fd;
 	t->started_ms = now_ms();
 	sc->running++;
 	if (!sc->live) {
@@ -521,13 +555,11 @@ static int start_worker(struct sched *sc, struct trial *t)
 static void reap(struct sched *sc, struct trial *t, int status)
 {
 	struct run_outcome out;
-	ssize_t got = read(t->worker_fd, &out, sizeof(out));
-	close(t->worker_fd);
+	int got = run_trial_collect(t->worker_fd, &out);
 	t->worker_fd = -1;
 	t->worker = 0;
 	sc->running--;
-	if (got == (ssize_t)sizeof(out)) {
-		out.status[sizeof(out.status) - 1] = out.note[sizeof(out.note) - 1] = '\0';
+	if (got == 0) {
 		finished(sc, t, &out);
 		return;
 	}

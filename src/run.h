@@ -26,6 +26,7 @@
 #define MKB_RUN_H
 
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "attempt.h"
@@ -96,6 +97,14 @@ struct store;
  * in *out. -1 only when the store fails. */
 int run_trial_execute(const struct run_opts *o, struct store *store, const struct run_trial *t,
 		      struct run_outcome *out);
+/* Run t to its final record in a process of its own (forked; it opens its
+ * own connection to store_path and dies with this process), which sends
+ * its outcome back. Its pid, with *fd the pipe to give run_trial_collect
+ * once it has ended; -1 when it cannot start (error printed). */
+pid_t run_trial_start(const struct run_opts *o, const char *store_path, const struct run_trial *t, int *fd);
+/* The outcome that process sent (fd is closed): 0, or -1 when it ended
+ * without one. */
+int run_trial_collect(int fd, struct run_outcome *out);
 /* What t would run (problem, templates, grader, primer, agent, budgets,
  * model) as hex: a final record with another is stale. 0 or -1. */
 int run_trial_fingerprint(const struct run_opts *o, const struct problem *p, const struct arm *arm,

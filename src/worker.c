@@ -63,37 +63,10 @@ static const struct trial_record *find_record(const struct trial_record *recs, s
 static int run_child(const struct worker_opts *wo, const struct run_opts *o, struct store *st,
 		     const struct worker_id *w, const struct run_trial *rt, struct run_outcome *out)
 {
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return error("cannot make a pipe: %s", strerror(errno));
-	fflush(stdout);
-	fflush(stderr);
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		return error("cannot start a trial's process: %s", strerror(errno));
-	}
-	if (pid == 0) {
-		close(p[0]);
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-			_exit(3);
-		/* the parent's connection is left alone: one of our own */
-		struct store *mine = NULL;
-		int rc = store_open(wo->store_path, &mine);
-		struct run_outcome res;
-		if (rc == 0) {
-			rc = run_trial_execute(o, mine, rt, &res);
-			store_close(mine);
-		}
-		if (rc == 0 && write(p[1], &res, sizeof(res)) != (ssize_t)sizeof(res))
-			rc = -1;
-		fflush(stdout);
-		fflush(stderr);
-		_exit(rc < 0 ? 3 : 0);
-	}
-	close(p[1]);
+	int fd;
+	pid_t pid = run_trial_start(o, wo->store_path, rt, &fd);
+	if (pid < 0)
+		return -1;
 	double beat = wo->lease_s / 3, last = now_ms();
 	int status = 0, signalled = 0, lost = 0;
 	for (;;) {
@@ -122,12 +95,8 @@ static int run_child(const struct worker_opts *wo, const struct run_opts *o, str
 		}
 		pause_s(0.1);
 	}
-	ssize_t n = read(p[0], out, sizeof(*out));
-	close(p[0]);
-	if (n == (ssize_t)sizeof(*out) && !lost) {
-		out->status[sizeof(out->status) - 1] = out->note[sizeof(out->note) - 1] = '\0';
+	if (run_trial_collect(fd, out) == 0 && !lost)
 		return 0;
-	}
 	char how[64];
 	proc_describe_status(status, how, sizeof(how));
 	printf("%s: %s (%s)\n", rt->name, lost ? "given up: its lease was lost"
