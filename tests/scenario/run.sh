@@ -113,22 +113,22 @@ expect 'a spending ceiling: no new trial starts once the model has cost --max-co
 	"$MKB" run $flags --max-cost 0.0001 --dry-run | grep -q "^REUSE  p28_r1_solo_cutedsl"
 '
 
-expect 'trials in flight: 4 workers, a skill arm starts after its source; evaluations share one judge queue' '
+expect 'the protocol over 2 problems x 2 replicates x 4 arms, 4 trials in flight: a skill arm starts after its source; evaluations share one judge queue' '
 	export MKB_STORE=$TMP/conc.db
-	"$MKB" run --model oracle --problems 28,36 --concurrency 4 $RUN_FLAGS >conc.txt 2>&1
-	grep -q "^done: 8 of 8 trials final: 8 passed" conc.txt
+	"$MKB" run --model oracle --problems 28,36 --replicates 2 --concurrency 4 $RUN_FLAGS >conc.txt 2>&1
+	grep -q "^done: 16 of 16 trials final: 16 passed" conc.txt
 	# four solos start before the first one finishes
-	[ "$(sed -n "/^\[1\/8\]/q;p" conc.txt | grep -c "^start p.._r1_solo_")" = 4 ]
+	[ "$(sed -n "/^\[1\/16\]/q;p" conc.txt | grep -c "^start p.._r._solo_")" = 4 ]
 	for pr in 28 36; do
-		src=$(grep -n "^\[./8\] p${pr}_r1_solo_cutedsl: passed" conc.txt | cut -d: -f1)
+		src=$(grep -n "^\[[0-9]*\/16\] p${pr}_r1_solo_cutedsl: passed" conc.txt | cut -d: -f1)
 		dst=$(grep -n "^start p${pr}_r1_cutedsl2tirx_skill$" conc.txt | cut -d: -f1)
 		[ -n "$src" ] && [ -n "$dst" ] && [ "$dst" -gt "$src" ]
 	done
-	[ "$(sql "select count(*) from trials where archived=0 and status=\"passed\"")" = 8 ]
+	[ "$(sql "select count(*) from trials where archived=0 and status=\"passed\"")" = 16 ]
 	# the default queue on the CPU: 2 slots, every evaluation in one of them
 	[ "$(sql "select count(*) from evaluations where slot in (0, 1) and queue_ms >= 0")" = "$(sql "select count(*) from evaluations")" ]
 	[ "$(sql "select count(*) from evaluations where gpu_index is not null")" = 0 ]
-	"$MKB" run --model oracle --problems 28,36 --concurrency 4 $RUN_FLAGS | grep -q "^plan: 8 trials: 0 to run, 8 to reuse"
+	"$MKB" run --model oracle --problems 28,36 --replicates 2 --concurrency 4 $RUN_FLAGS | grep -q "^plan: 16 trials: 0 to run, 16 to reuse"
 '
 
 expect 'one judge slot for 4 trials in flight: evaluations wait their turn, and the wait is recorded' '
