@@ -40,5 +40,12 @@ else
 	$mkb run --model oracle "${flags[@]}" --problems 28,36 --store "$store" --runs-dir build/demo-runs
 fi
 echo
+echo "== mkb report --store $store: the scores and the paired analysis of those trials"
+echo "(the oracle transfers nothing: a skill arm submits the very kernel of its solo, so whatever"
+echo " help or harm shows below is the timing noise between two evaluations on this machine)"
+$mkb report --store "$store" --bootstrap 200
+$mkb report --store "$store" --format html --trials -o build/demo-report.html
+echo "(the same as one HTML page with its figures and a page per trial: build/demo-report.html)"
+echo
 echo "Every evaluation above is recorded in ${MKB_STORE:-mkb.db}, the protocol's trials and attempts in $store"
 echo "(sqlite3 $store 'select name, status from trials'; build/mkb attempt show ID --store $store)."
