@@ -48,15 +48,26 @@ static char *fill(const char *s, const struct agent_cli *c, const struct agent_c
 	return buf_detach(&out);
 }
 
+char *agent_cli_template_path(const char *spec, const char *templates_dir)
+{
+	if (!agent_cli_is(spec) || !spec[4] || spec[4] == ':')
+		return NULL;
+	const char *name = spec + 4, *colon = strchr(name, ':');
+	size_t len = colon ? (size_t)(colon - name) : strlen(name);
+	if (memchr(name, '/', len))
+		return xstrfmt("%.*s", (int)len, name);
+	return xstrfmt("%s/agents/%.*s.json", templates_dir, (int)len, name);
+}
+
 int agent_cli_load(struct agent_cli *c, const char *spec, const char *templates_dir,
 		   const struct agent_cli_vars *v)
 {
 	memset(c, 0, sizeof(*c));
-	if (!agent_cli_is(spec) || !spec[4])
+	char *path = agent_cli_template_path(spec, templates_dir);
+	if (!path)
 		return error("'%s' is not cli:NAME[:MODEL]", spec);
 	const char *name = spec + 4, *colon = strchr(name, ':');
 	c->name = colon ? xstrfmt("%.*s", (int)(colon - name), name) : xstrdup(name);
-	char *path = strchr(c->name, '/') ? xstrdup(c->name) : xstrfmt("%s/agents/%s.json", templates_dir, c->name);
 	char *text = NULL;
 	if (read_file(path, TEMPLATE_MAX, &text, NULL) < 0) {
 		error("no agent template '%s' (%s)", c->name, path);

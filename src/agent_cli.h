@@ -38,6 +38,10 @@ struct agent_cli_vars {
 	const char *instruction, *instruction_file, *workspace, *base_url;
 };
 
+/* The path of spec's template (caller frees), or NULL when spec is not
+ * cli:NAME[:MODEL]. */
+char *agent_cli_template_path(const char *spec, const char *templates_dir);
+
 /* Load the template of spec ("cli:NAME[:MODEL]", NAME a file under
  * templates_dir/agents or a path) and fill its placeholders. 0, or -1
  * (error printed). */

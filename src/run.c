@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_cli.h"
 #include "dsl.h"
 #include "fingerprint.h"
 #include "paths.h"
@@ -113,9 +114,24 @@ int run_trial_fingerprint(const struct run_opts *o, const struct problem *p, con
 	if (rc)
 		return -1;
 	const struct attempt_opts *a = &o->attempt;
-	char *all = xstrfmt("%s %s %s %s %s|%.0f|%d|%s|%s|%s|%s", fp_problem, fp_templates, fp_grader, fp_docs,
+	/* an external agent: its template too (its command and environment) */
+	char fp_agent[65] = "";
+	char *tpl_dir = xstrfmt("%s/templates", root), *tpl = agent_cli_template_path(a->model, tpl_dir);
+	free(tpl_dir);
+	if (tpl) {
+		char *slash = strrchr(tpl, '/');
+		const char *base = slash ? slash + 1 : tpl;
+		if (slash)
+			*slash = '\0';
+		const char *names[] = {base};
+		rc = fingerprint_files(slash ? tpl : ".", names, 1, fp_agent);
+		free(tpl);
+		if (rc)
+			return -1;
+	}
+	char *all = xstrfmt("%s %s %s %s %s|%.0f|%d|%s|%s|%s|%s%s%s", fp_problem, fp_templates, fp_grader, fp_docs,
 			    AGENT_VERSION, a->wall_s, a->submissions, a->judge->workload, a->judge->device,
-			    arm->name, a->model);
+			    arm->name, a->model, *fp_agent ? "|" : "", fp_agent);
 	sha256_hex(all, strlen(all), hex);
 	free(all);
 	return 0;

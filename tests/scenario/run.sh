@@ -141,6 +141,19 @@ expect 'one judge slot for 4 trials in flight: evaluations wait their turn, and 
 	sql "select body from attempt_events where kind=\"submission\"" | python3 -c "import json,sys; e=[json.loads(l) for l in sys.stdin if \"verdict\" in l]; assert len(e) == 4, e; assert all(abs(x[\"credited_s\"] - (x[\"verdict\"][\"queue_ms\"] + x[\"verdict\"][\"wait_ms\"]) / 1e3) < 1e-6 for x in e), e"
 '
 
+expect 'an external agent'"'"'s template is part of what its trials ran: an edited template makes them stale' '
+	export MKB_STORE=$TMP/cli.db OPENAI_API_KEY=sk-unused
+	printf "{\"provider\": \"openai\", \"command\": [\"true\"]}" >agent.json
+	flags="--model cli:$PWD/agent.json --problems 28 --arms solo_cutedsl --base-url http://127.0.0.1:9 $RUN_FLAGS"
+	set +e
+	"$MKB" run $flags >cli1.txt 2>&1
+	set -e
+	grep -q "^done: 1 of 1 trials final: 0 passed, 1 failed" cli1.txt
+	"$MKB" run $flags --dry-run | grep -q "^REUSE  p28_r1_solo_cutedsl"
+	printf "{\"provider\": \"openai\", \"command\": [\"false\"]}" >agent.json
+	"$MKB" run $flags --dry-run | grep -q "^STALE  p28_r1_solo_cutedsl"
+'
+
 expect 'bad usage is refused with exit 2' '
 	set +e
 	"$MKB" run --problems 28 >/dev/null 2>err.txt; a=$?
