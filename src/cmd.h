@@ -29,6 +29,7 @@ int cmd_run(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 
 /* Shared by the commands: the project root and its catalog. */
 struct mkb_env {

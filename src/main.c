@@ -32,6 +32,8 @@ static const struct cmd_entry commands[] = {
 	{"report", "report [--store FILE] [--model M] [--format text|md|csv|json|html] [--e-fail X] [--delta D] "
 	 "[--seed N] [--bootstrap N] [-o FILE]",
 	 "scores, paired transfer analysis and intervals from the store", cmd_report},
+	{"demo", "demo", "the main job's demo (tools/demo.sh: the judge, the protocol with the oracle, the report)",
+	 cmd_demo},
 	{"chat", "chat --model openai:M|anthropic:M [--base-url URL] [--system TEXT] [--max-tokens N] "
 	 "[--temperature T] [--retries N] [--retry-delay S] [--timeout S] [--prices FILE] [--json] MESSAGE|-",
 	 "send one message to a model; print its reply and usage", cmd_chat},

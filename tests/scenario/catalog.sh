@@ -44,4 +44,16 @@ expect 'mkb show refuses an unknown problem or DSL' '
 	[ "$r1$r2" = 22 ] && grep -q "no problem 75" e1 && grep -q "unknown DSL" e2
 '
 
+expect 'mkb demo runs the project'"'"'s tools/demo.sh; it takes no arguments' '
+	mkdir -p root/tools root/problems
+	printf "#!/bin/sh\necho \"demo ran in \$(pwd)\"\n" >root/tools/demo.sh
+	MKB_ROOT=$PWD/root "$MKB" demo >demo.txt
+	grep -q "^demo ran" demo.txt
+	"$MKB" demo --help | grep -q "tools/demo.sh"
+	set +e
+	"$MKB" demo now 2>err.txt; rc=$?
+	set -e
+	[ $rc = 2 ] && grep -q "takes no arguments" err.txt
+'
+
 finish
