@@ -905,6 +905,19 @@ int attempt_run(const struct attempt_opts *o, struct attempt_result *res)
 		free(path);
 	}
 	note(&a, "final", json_pack("{s:O?, s:s?}", "verdict", final, "error", why));
+	/* (ours) the same final kernel on the held-out workload: recorded
+	 * beside the verdict that decides, never instead of it */
+	json_t *heldout = NULL;
+	if (o->final_heldout && kernel && !proc_interrupted()) {
+		char *path = xstrfmt("%s/kernel.py", a.final), *hwhy = NULL;
+		const char *visible = a.judge.workload;
+		a.judge.workload = "heldout";
+		heldout = grade_file(&a, path, NULL, 0, &hwhy);
+		a.judge.workload = visible;
+		note(&a, "final_heldout", json_pack("{s:O?, s:s?}", "verdict", heldout, "error", hwhy));
+		free(hwhy);
+		free(path);
+	}
 	char kernel_hash[65] = "", out_hash[65] = "";
 	if (kernel)
 		sha256_hex(kernel, strlen(kernel), kernel_hash);
@@ -921,6 +934,7 @@ int attempt_run(const struct attempt_opts *o, struct attempt_result *res)
 	struct attempt_outcome out = {
 		.status = status, .reason = reason,
 		.final_evaluation = json_integer_value(json_object_get(final, "evaluation_id")),
+		.heldout_evaluation = json_integer_value(json_object_get(heldout, "evaluation_id")),
 		.submissions = a.used, .turns = ar.turns, .input_tokens = ar.input_tokens,
 		.cached_tokens = ar.cached_tokens, .output_tokens = ar.output_tokens,
 		.cost_usd = ar.cost_usd, .agent_s = agent_s,
@@ -935,6 +949,7 @@ int attempt_run(const struct attempt_opts *o, struct attempt_result *res)
 	res->turns = ar.turns;
 	res->agent_s = agent_s;
 	res->final = final;
+	json_decref(heldout);
 	res->summary = store_load_attempt(a.store, res->id);
 	free(kernel);
 	free(skill_out);

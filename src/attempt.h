@@ -47,6 +47,7 @@ struct attempt_opts {
 	const char *store_path;          /* NULL: $MKB_STORE / <root>/mkb.db */
 	unsigned sandbox_off;            /* layers turned off ($MKB_SANDBOX_OFF) */
 	int unsafe;                      /* an external agent without a network namespace */
+	int final_heldout;               /* (ours) the final kernel graded on held-out too */
 };
 
 void attempt_opts_init(struct attempt_opts *o);

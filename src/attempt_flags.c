@@ -25,6 +25,7 @@ int attempt_flag(int c, const char *arg, struct attempt_opts *a, struct judge_op
 	case ATTEMPT_OPT_WORKLOAD: j->workload = arg; return 1;
 	case ATTEMPT_OPT_STORE: a->store_path = arg; return 1;
 	case ATTEMPT_OPT_UNSAFE: a->unsafe = 1; return 1;
+	case ATTEMPT_OPT_FINAL_HELDOUT: a->final_heldout = 1; return 1;
 	default: return 0;
 	}
 }

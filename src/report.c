@@ -34,6 +34,8 @@ struct rec {
 	char status[16];
 	int64_t attempt;
 	double speedup;         /* < 0: unknown */
+	int heldout_passed;     /* (ours) the final kernel on the held-out workload; -1: not graded */
+	double heldout_speedup;
 	long long tokens[3];    /* input (cache included), cached, output; < 0 unknown */
 	double cost, agent_s;   /* < 0 unknown */
 	char *text;             /* error: "status: reason"; skipped: the note */
@@ -142,6 +144,8 @@ static int load_row(const struct trial_result *t, void *arg)
 	e->wrote_skill = t->wrote_skill;
 	e->attempt = t->attempt;
 	e->speedup = t->speedup;
+	e->heldout_passed = e->error || e->skipped ? -1 : t->heldout_passed;
+	e->heldout_speedup = t->heldout_speedup;
 	e->tokens[0] = t->input_tokens;
 	e->tokens[1] = t->cached_tokens;
 	e->tokens[2] = t->output_tokens;
@@ -328,6 +332,52 @@ static json_t *usage_by_arm(const struct cref *refs, size_t n)
 	return o;
 }
 
+/* (ours) Per arm, R@t and S of the final kernels graded on the held-out
+ * workload too (mkb run --final-heldout), each trial counted once; NULL
+ * when no trial of the group has such a grading. */
+static json_t *heldout_by_arm(const struct cref *refs, size_t n)
+{
+	size_t cnt[NARMS] = {0}, hit[NARMS][REPORT_NTHRESHOLDS];
+	memset(hit, 0, sizeof(hit));
+	size_t any = 0;
+	for (size_t i = 0; i < n;) {
+		unsigned mask = 0;
+		size_t j = i;
+		for (; j < n && refs[j].r == refs[i].r; j++) {
+			const struct direction *d = &directions[refs[j].dir];
+			mask |= 1u << d->source | 1u << d->base | 1u << d->skill;
+		}
+		for (int a = 0; a < NARMS; a++) {
+			const struct rec *e = &refs[i].r->arm[a];
+			if (!(mask & (1u << a)) || !e->present || e->heldout_passed < 0)
+				continue;
+			cnt[a]++;
+			any++;
+			for (int t = 0; t < REPORT_NTHRESHOLDS; t++)
+				hit[a][t] += e->heldout_passed == 1 && (e->heldout_speedup >= report_thresholds[t] ||
+									report_thresholds[t] == 0);
+		}
+		i = j;
+	}
+	if (!any)
+		return NULL;
+	json_t *o = json_object();
+	for (int a = 0; a < NARMS; a++) {
+		if (!cnt[a])
+			continue;
+		json_t *g = json_pack("{s:I}", "n_trials", (json_int_t)cnt[a]);
+		double sum = 0;
+		for (int t = 0; t < REPORT_NTHRESHOLDS; t++) {
+			double r = (double)hit[a][t] / (double)cnt[a];
+			sum += r;
+			json_object_set_new(g, rate_keys[t], json_real(r));
+		}
+		json_object_set_new(g, "S", json_real(100 * sum / REPORT_NTHRESHOLDS));
+		json_object_set_new(o, arm_names[a], g);
+	}
+	return o;
+}
+
 static json_t *group_metrics(const struct cref *refs, size_t n)
 {
 	size_t nres = 0, src_passed = 0, with_skill = 0;
@@ -350,6 +400,9 @@ static json_t *group_metrics(const struct cref *refs, size_t n)
 	json_object_set_new(o, "by_source_verdict", json_pack("{s:o, s:o}",
 		"passed", contrast(refs, n, ONLY_SOURCE_PASSED), "failed", contrast(refs, n, ONLY_SOURCE_FAILED)));
 	json_object_set_new(o, "usage", usage_by_arm(refs, n));
+	json_t *held = heldout_by_arm(refs, n);
+	if (held)
+		json_object_set_new(o, "heldout", held);
 	return o;
 }
 

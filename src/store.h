@@ -65,6 +65,7 @@ struct attempt_outcome {
 	const char *status;           /* passed, failed, timed_out, model_error, infra_error */
 	const char *reason;
 	int64_t final_evaluation;     /* 0: none */
+	int64_t heldout_evaluation;   /* (ours) the final kernel on the held-out workload; 0: none */
 	int submissions, turns;
 	long long input_tokens, cached_tokens, output_tokens; /* -1: unknown */
 	double cost_usd;              /* -1: unknown */
@@ -129,6 +130,8 @@ struct trial_result {
 	int64_t attempt;              /* 0: none (a skipped skill arm) */
 	int passed;                   /* the final evaluation's; -1: none */
 	double speedup, kernel_ms, eager_ms;
+	int heldout_passed;           /* (ours) the held-out final evaluation's; -1: none */
+	double heldout_speedup;
 	long long input_tokens, cached_tokens, output_tokens;
 	double cost_usd, agent_s;
 	int wrote_skill;              /* the attempt left a non-empty SKILL.md */

@@ -36,7 +36,7 @@ const struct store_ops store_pg_ops = {.name = "postgres", .open = pg_open};
 #include <stdlib.h>
 #include <string.h>
 
-#define PG_SCHEMA_VERSION 5
+#define PG_SCHEMA_VERSION 6
 #define PG_PARAMS_MAX 32
 #define PG_SCHEMA_LOCK 0x6d6b62 /* "mkb": the advisory lock creating the schema */
 
@@ -87,6 +87,7 @@ static const char schema[] =
 	" status TEXT NOT NULL,"
 	" reason TEXT,"
 	" final_evaluation BIGINT REFERENCES evaluations(id),"
+	" heldout_evaluation BIGINT REFERENCES evaluations(id),"
 	" submissions INTEGER, turns INTEGER,"
 	" input_tokens BIGINT, cached_tokens BIGINT, output_tokens BIGINT, cost_usd DOUBLE PRECISION,"
 	" agent_s DOUBLE PRECISION,"
@@ -343,6 +344,15 @@ static int pg_open(const char *path, struct store **out)
 	} else {
 		rc = -1;
 	}
+	/* version 5: attempts gain the held-out final evaluation */
+	if (!rc && version == 5) {
+		rc = command(s, "migrate to 6",
+			     "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS heldout_evaluation BIGINT"
+			     " REFERENCES evaluations(id)", NULL);
+		if (!rc)
+			rc = command(s, "schema version", "UPDATE mkb_schema SET version = 6", NULL);
+		version = rc ? version : 6;
+	}
 	if (!rc && version == 0) {
 		struct params p = {0};
 		p_int(&p, PG_SCHEMA_VERSION);
@@ -560,11 +570,12 @@ static int pg_finish_attempt(struct store *s, int64_t id, const struct attempt_o
 	p_text(&p, o->skill_sha256);
 	p_count(&p, o->skill_tokens);
 	p_int(&p, id);
+	p_count(&p, o->heldout_evaluation > 0 ? o->heldout_evaluation : -1);
 	return command(s, "finish attempt",
 		       "UPDATE attempts SET finished_at=$1, status=$2, reason=$3, final_evaluation=$4,"
 		       " submissions=$5, turns=$6, input_tokens=$7, cached_tokens=$8, output_tokens=$9,"
 		       " cost_usd=$10, agent_s=$11, kernel_sha256=$12, skill_out=$13, skill_out_sha256=$14,"
-		       " skill_out_tokens=$15 WHERE id=$16", &p);
+		       " skill_out_tokens=$15, heldout_evaluation=$17 WHERE id=$16", &p);
 }
 
 /* Row i of r as an object, each column by its name (as the SQLite store
@@ -778,9 +789,11 @@ static int pg_trial_results(struct store *s, const char *model,
 		"SELECT t.name, t.model, t.decoding, t.arm, t.dsl, t.status, t.note, a.reason,"
 		" t.problem, t.replicate, t.attempt, e.passed, e.speedup, e.kernel_ms, e.eager_ms,"
 		" a.input_tokens, a.cached_tokens, a.output_tokens, a.cost_usd, a.agent_s,"
-		" (a.skill_out IS NOT NULL AND a.skill_out <> '')::int, a.skill_in_tokens, a.skill_out_tokens"
+		" (a.skill_out IS NOT NULL AND a.skill_out <> '')::int, a.skill_in_tokens, a.skill_out_tokens,"
+		" h.passed, h.speedup"
 		" FROM trials t LEFT JOIN attempts a ON a.id = t.attempt"
 		" LEFT JOIN evaluations e ON e.id = a.final_evaluation"
+		" LEFT JOIN evaluations h ON h.id = a.heldout_evaluation"
 		" WHERE t.archived = 0 AND ($1::text IS NULL OR t.model = $1)"
 		" ORDER BY t.model COLLATE \"C\", t.decoding COLLATE \"C\", t.problem, t.replicate,"
 		" t.arm COLLATE \"C\"", &p, PGRES_TUPLES_OK);
@@ -801,6 +814,8 @@ static int pg_trial_results(struct store *s, const char *model,
 			.output_tokens = value_count(r, i, 17), .cost_usd = value_real(r, i, 18),
 			.agent_s = value_real(r, i, 19), .wrote_skill = (int)value_int(r, i, 20),
 			.skill_in_tokens = value_count(r, i, 21), .skill_out_tokens = value_count(r, i, 22),
+			.heldout_passed = value(r, i, 23) ? (int)value_int(r, i, 23) : -1,
+			.heldout_speedup = value_real(r, i, 24),
 		};
 		stop = fn(&t, arg);
 	}

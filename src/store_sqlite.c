@@ -11,8 +11,9 @@
  * process ran a row, so a row it left "running" can be found abandoned).
  * 3: attempts and their events. 4: trials (mkb run). Tables are added; the
  * earlier ones are unchanged. 5: the judge queue's columns of an evaluation
- * (gpu_index, slot, queue_ms, hold_ms). */
-#define SCHEMA_VERSION 5
+ * (gpu_index, slot, queue_ms, hold_ms). 6: an attempt's held-out final
+ * evaluation (heldout_evaluation). */
+#define SCHEMA_VERSION 6
 
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS evaluations ("
@@ -60,6 +61,7 @@ static const char schema[] =
 	" status TEXT NOT NULL,"          /* running until the attempt ends */
 	" reason TEXT,"
 	" final_evaluation INTEGER REFERENCES evaluations(id),"
+	" heldout_evaluation INTEGER REFERENCES evaluations(id),"
 	" submissions INTEGER, turns INTEGER,"
 	" input_tokens INTEGER, cached_tokens INTEGER, output_tokens INTEGER, cost_usd REAL,"
 	" agent_s REAL,"
@@ -160,6 +162,19 @@ static int sq_open(const char *path, struct store **out)
 		sqlite3_free(msg);
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 		sq_close(s);
+		return rc;
+	}
+	/* Version 5 stores' attempts gain the held-out final evaluation. */
+	if (version == 5 &&
+	    sqlite3_exec(s->db, "BEGIN IMMEDIATE;"
+			 " ALTER TABLE attempts ADD COLUMN heldout_evaluation INTEGER;"
+			 " PRAGMA user_version=6; COMMIT;", NULL, NULL, &msg) == SQLITE_OK)
+		version = 6;
+	else if (version == 5) {
+		int rc = error("store '%s': cannot migrate from version 5: %s", path, msg ? msg : "?");
+		sqlite3_free(msg);
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		store_close(s);
 		return rc;
 	}
 	if (version == 0) {
@@ -432,7 +447,7 @@ static int sq_finish_attempt(struct store *s, int64_t id, const struct attempt_o
 		"UPDATE attempts SET finished_at=?1, status=?2, reason=?3, final_evaluation=?4,"
 		" submissions=?5, turns=?6, input_tokens=?7, cached_tokens=?8, output_tokens=?9,"
 		" cost_usd=?10, agent_s=?11, kernel_sha256=?12, skill_out=?13, skill_out_sha256=?14,"
-		" skill_out_tokens=?15 WHERE id=?16";
+		" skill_out_tokens=?15, heldout_evaluation=?17 WHERE id=?16";
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return sql_error(s, "prepare finish attempt");
@@ -443,6 +458,8 @@ static int sq_finish_attempt(struct store *s, int64_t id, const struct attempt_o
 	b |= bind_text(st, 3, o->reason);
 	b |= o->final_evaluation > 0 ? sqlite3_bind_int64(st, 4, o->final_evaluation)
 				     : sqlite3_bind_null(st, 4);
+	b |= o->heldout_evaluation > 0 ? sqlite3_bind_int64(st, 17, o->heldout_evaluation)
+				       : sqlite3_bind_null(st, 17);
 	b |= sqlite3_bind_int(st, 5, o->submissions);
 	b |= sqlite3_bind_int(st, 6, o->turns);
 	b |= bind_count(st, 7, o->input_tokens);
@@ -706,9 +723,11 @@ static int sq_trial_results(struct store *s, const char *model,
 		"SELECT t.name, t.model, t.decoding, t.arm, t.dsl, t.status, t.note, a.reason,"
 		" t.problem, t.replicate, t.attempt, e.passed, e.speedup, e.kernel_ms, e.eager_ms,"
 		" a.input_tokens, a.cached_tokens, a.output_tokens, a.cost_usd, a.agent_s,"
-		" a.skill_out IS NOT NULL AND a.skill_out <> '', a.skill_in_tokens, a.skill_out_tokens"
+		" a.skill_out IS NOT NULL AND a.skill_out <> '', a.skill_in_tokens, a.skill_out_tokens,"
+		" h.passed, h.speedup"
 		" FROM trials t LEFT JOIN attempts a ON a.id = t.attempt"
 		" LEFT JOIN evaluations e ON e.id = a.final_evaluation"
+		" LEFT JOIN evaluations h ON h.id = a.heldout_evaluation"
 		" WHERE t.archived = 0 AND (?1 IS NULL OR t.model = ?1)"
 		" ORDER BY t.model, t.decoding, t.problem, t.replicate, t.arm";
 	sqlite3_stmt *st;
@@ -740,6 +759,8 @@ static int sq_trial_results(struct store *s, const char *model,
 			.wrote_skill = sqlite3_column_int(st, 20),
 			.skill_in_tokens = column_count(st, 21),
 			.skill_out_tokens = column_count(st, 22),
+			.heldout_passed = sqlite3_column_type(st, 23) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 23),
+			.heldout_speedup = column_real(st, 24),
 		};
 		if ((stop = fn(&t, arg)) != 0)
 			break;

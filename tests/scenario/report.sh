@@ -364,6 +364,27 @@ PY
 	[ $rc = 2 ] && grep -q "give --format html" err.txt
 '
 
+expect '--final-heldout: each final kernel graded on the held-out workload too, beside the verdict; the report'"'"'s held-out table' '
+	"$MKB" run --model oracle --problems 72 --device cpu --workload smoke --submissions 0 --final-heldout \
+		--runs-dir "$PWD/hruns" --store held.db >held.txt
+	grep -q "^done: 4 of 4 trials final: 4 passed" held.txt
+	python3 - <<PY
+import sqlite3
+db = sqlite3.connect("held.db")
+rows = db.execute("select e.workload, h.workload, h.status from attempts a join evaluations e on e.id = a.final_evaluation join evaluations h on h.id = a.heldout_evaluation").fetchall()
+assert rows == [("smoke", "heldout", "passed")] * 4, rows
+PY
+	"$MKB" report --store held.db --bootstrap 0 >held-report.txt
+	grep -q "^Held-out (ours)" held-report.txt
+	grep -q "^solo_cutedsl  *1  *1.000 " held-report.txt
+	"$MKB" report --store held.db --bootstrap 0 --format json | python3 -c "import json,sys; o=json.load(sys.stdin); h=o[\"models\"][0][\"overall\"][\"heldout\"]; assert set(h) == {\"solo_cutedsl\", \"solo_tirx\", \"cutedsl2tirx_skill\", \"tirx2cutedsl_skill\"}, h; assert h[\"solo_tirx\"][\"R@0\"] == 1.0"
+	# without the flag: no held-out grading, no table
+	"$MKB" run --model oracle --problems 72 --device cpu --workload smoke --submissions 0 \
+		--runs-dir "$PWD/hruns" --store plain.db >/dev/null
+	[ "$(python3 -c "import sqlite3; print(sqlite3.connect(\"plain.db\").execute(\"select count(heldout_evaluation) from attempts\").fetchone()[0])")" = 0 ]
+	! "$MKB" report --store plain.db --bootstrap 0 | grep -q "Held-out"
+'
+
 expect 'the report only reads: a missing store is an error and is not created; bad flags are usage errors' '
 	set +e
 	"$MKB" report --store nothere.db; rc1=$?
