@@ -263,9 +263,10 @@ expect 'a store of schema version 1 is migrated, its rows kept' '
 	for c in owner_pid owner_boot owner_start gpu_index slot queue_ms hold_ms; do
 		sql "$TMP/v1.db" "alter table evaluations drop column $c"
 	done
-	sql "$TMP/v1.db" "pragma user_version=1"
+	sql "$TMP/v1.db" "alter table attempts drop column heldout_evaluation" "pragma user_version=1"
 	"$MKB" eval 28 --dsl cutedsl $FAST --json "$K/28_torch_ok.py" >/dev/null
-	[ "$(sql "$TMP/v1.db" "pragma user_version")" = 5 ]
+	[ "$(sql "$TMP/v1.db" "pragma user_version")" = 6 ]
+	[ "$(sql "$TMP/v1.db" "select count(*) from pragma_table_info(\"attempts\") where name=\"heldout_evaluation\"")" = 1 ]
 	[ "$(sql "$TMP/v1.db" "select count(*), count(owner_pid), count(queue_ms) from evaluations")" = "2|1|1" ]
 '
 
