@@ -37,7 +37,12 @@ expect 'a PostgreSQL server starts in a temporary folder (initdb, pg_ctl; as nob
 	as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w -o "-p $PORT -k $PGDIR -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null || { cat "$PGDIR/server.log"; exit 1; }
 	"$PGBIN/createdb" -h 127.0.0.1 -p "$PORT" -U mkb mkb
 	"$MKB" status --store "$URL" | grep -q "^no trials in postgres://mkb@127.0.0.1:$PORT/mkb"
-	[ "$(sql "select version from mkb_schema")" = 5 ]
+	[ "$(sql "select version from mkb_schema")" = 6 ]
+	# a version 5 database gains the held-out column
+	sql "alter table attempts drop column heldout_evaluation; update mkb_schema set version = 5"
+	"$MKB" status --store "$URL" >/dev/null
+	[ "$(sql "select version from mkb_schema")" = 6 ]
+	[ "$(sql "select count(*) from information_schema.columns where table_name = '"'"'attempts'"'"' and column_name = '"'"'heldout_evaluation'"'"'")" = 1 ]
 '
 
 expect 'the PostgreSQL store round-trips an attempt, its events and its evaluation as SQLite does' '
