@@ -61,12 +61,12 @@ static const char schema[] =
 	" status TEXT NOT NULL,"          /* running until the attempt ends */
 	" reason TEXT,"
 	" final_evaluation INTEGER REFERENCES evaluations(id),"
-	" heldout_evaluation INTEGER REFERENCES evaluations(id),"
 	" submissions INTEGER, turns INTEGER,"
 	" input_tokens INTEGER, cached_tokens INTEGER, output_tokens INTEGER, cost_usd REAL,"
 	" agent_s REAL,"
 	" kernel_sha256 TEXT, skill_out TEXT, skill_out_sha256 TEXT, skill_out_tokens INTEGER,"
-	" owner_pid INTEGER, owner_boot TEXT, owner_start INTEGER);"
+	" owner_pid INTEGER, owner_boot TEXT, owner_start INTEGER,"
+	" heldout_evaluation INTEGER REFERENCES evaluations(id));" /* last: as ALTER adds it */
 	"CREATE TABLE IF NOT EXISTS attempt_events ("
 	" attempt INTEGER NOT NULL REFERENCES attempts(id),"
 	" seq INTEGER NOT NULL,"
