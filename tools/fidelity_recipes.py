@@ -270,6 +270,18 @@ spec(48, "48_top10_shared_gate_qwen3next_bf16.json",
       I(None, None, ("1", "HIDDEN_SIZE"))],
      outputs=2, dtype_source="dtypes hidden (bf16 from the recipe name suffix); 2 outputs from the tuple annotation's layout")
 
+spec(49, "49_group_limited_topk_routing_ringflash_bf16.json",
+     {"NUM_TOKENS": "tokens", "NUM_EXPERTS": "experts", "GATING_DIM": "hidden",
+      "NUM_EXPERTS_PER_TOKEN": "ref:NUM_EXPERTS_PER_TOKEN", "NUM_GROUPS": "ref:NUM_GROUPS",
+      "TOPK_GROUPS": "ref:TOPK_GROUPS", "ROUTED_SCALING_FACTOR": "ref:ROUTED_SCALING_FACTOR",
+      "DECISION_MARGIN": "ref:DECISION_MARGIN", "REDRAW_LIMIT": "ref:REDRAW_LIMIT"},
+     [I("hidden_states", "bfloat16", ("NUM_TOKENS", "GATING_DIM")),
+      I("weight", "bfloat16", ("NUM_EXPERTS", "GATING_DIM")),
+      I("expert_bias", "bfloat16", ("NUM_EXPERTS",)),
+      I(None, "float")],  # ROUTED_SCALING_FACTOR itself is returned (parameter name routed_scaling_factor)
+     outputs=2, dtype_source="bfloat16 readable in every draw; the scale is the float module constant; 2 outputs "
+                             "from the return line")
+
 spec(50, "50_expert_parallel_execution_backward_mimo_fp32.json",
      {"NUM_TOKENS": "tokens", "HIDDEN_SIZE": "hidden", "INTERMEDIATE_SIZE": "intermediate",
       "NUM_ROUTED_EXPERTS": "experts", "NUM_EXPERTS_PER_TOKEN": "top_k"},

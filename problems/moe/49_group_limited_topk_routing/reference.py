@@ -1,68 +1,91 @@
-"""Problem 49: group-limited top-k routing (DeepSeek-V3 gate), 256 experts.
+"""Problem 49: group-limited top-k routing with the gating GEMM (Ring-flash / DeepSeek-V3 gate).
 
-scores = sigmoid(logits); biased = scores + correction bias. The 256 experts
-form 8 groups of 32; each group is ranked by the sum of its two best biased
-scores and the best 4 groups are kept; the top 8 experts by biased score
-inside the kept groups are chosen. Their weights are the unbiased scores
-renormalised to sum 1, times the routed scaling factor 2.5.
-Returns (indices int32 [tokens, 8] in ascending expert id,
-         weights fp32 [tokens, 8] in the same order).
+logits = hidden_states @ weight^T (in the compute dtype), scores = sigmoid(logits),
+biased = scores + expert_bias. The experts form 8 groups; each group is ranked
+by the sum of its two best biased scores and the best 4 groups are kept; the
+top 8 experts by biased score inside the kept groups are chosen, best first.
+Their weights are the unbiased scores renormalised to sum 1, times
+routed_scaling_factor.
+Returns (topk_indices int64 [tokens, 8], descending biased score,
+         topk_weights [tokens, 8] in the compute dtype, in the same order).
 """
+import math
+
 import torch
+import torch.nn.functional as F
 
-N_GROUP = 8
-TOPK_GROUP = 4
-TOP_K = 8
-ROUTED_SCALING = 2.5
-MARGIN = 1e-3    # selection margin on sigmoid(logit) + bias
-
-
-def _select(router_logits, correction_bias, acc):
-    """Chosen expert ids (descending biased score) [T, 8], unbiased scores, and
-    the smaller of the group-level and expert-level selection gaps."""
-    scores = torch.sigmoid(router_logits.to(acc))
-    biased = scores + correction_bias.to(acc)
-    t, e = biased.shape
-    group_scores = biased.view(t, N_GROUP, e // N_GROUP).topk(2, dim=-1).values.sum(dim=-1)
-    g_top = group_scores.topk(TOPK_GROUP + 1, dim=-1)
-    group_gap = g_top.values[:, TOPK_GROUP - 1] - g_top.values[:, TOPK_GROUP]
-    group_mask = torch.zeros_like(group_scores, dtype=torch.bool)
-    group_mask.scatter_(1, g_top.indices[:, :TOPK_GROUP], True)
-    candidates = biased.masked_fill(~group_mask.repeat_interleave(e // N_GROUP, dim=1), float("-inf"))
-    e_top = candidates.topk(TOP_K + 1, dim=-1)
-    expert_gap = e_top.values[:, TOP_K - 1] - e_top.values[:, TOP_K]
-    return e_top.indices[:, :TOP_K], scores, torch.minimum(group_gap, expert_gap)
+NUM_GROUPS = 8
+TOPK_GROUPS = 4
+NUM_EXPERTS_PER_TOKEN = 8
+ROUTED_SCALING_FACTOR = 2.5
+DECISION_MARGIN = 1e-4   # on the 4th/5th group gap and on every gap of the 9 best kept scores
+REDRAW_LIMIT = 16
 
 
-def reference(router_logits, correction_bias):
-    acc = torch.promote_types(router_logits.dtype, torch.float32)
-    weight_dtype = torch.float32 if acc == torch.float32 else acc
-    idx, scores, _ = _select(router_logits, correction_bias, acc)
-    idx = idx.sort(dim=-1).values                       # defined order: ascending expert id
-    w = scores.gather(1, idx)
-    w = w / w.sum(dim=-1, keepdim=True) * ROUTED_SCALING
-    return idx.to(torch.int32), w.to(weight_dtype)
+def _scores(hidden_states, weight, expert_bias):
+    """(sigmoid scores, biased scores) [T, E] in promote_types(hidden_states.dtype, fp32)."""
+    acc = torch.promote_types(hidden_states.dtype, torch.float32)
+    scores = torch.sigmoid(F.linear(hidden_states.to(acc), weight.to(acc)))
+    return scores, scores + expert_bias.to(acc)
 
 
-def inputs_ok(router_logits, correction_bias):
-    idx64, _, gap64 = _select(router_logits, correction_bias, torch.float64)
-    idx32, _, _ = _select(router_logits, correction_bias, torch.float32)
-    same = torch.equal(idx64.sort(dim=-1).values, idx32.sort(dim=-1).values)
-    return bool(same) and float(gap64.min()) >= MARGIN
+def _kept_groups(biased):
+    """Group scores [T, G] and the biased scores with every expert outside the
+    4 best groups set to the dtype's lowest value."""
+    tokens, experts = biased.shape
+    per_group = experts // NUM_GROUPS
+    grouped = biased.view(tokens, NUM_GROUPS, per_group)
+    group_scores = grouped.topk(2, dim=-1).values.sum(dim=-1)
+    best = group_scores.topk(TOPK_GROUPS, dim=-1, sorted=False).indices
+    keep = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, best, True)
+    keep = keep.unsqueeze(-1).expand(tokens, NUM_GROUPS, per_group).reshape(tokens, experts)
+    return group_scores, biased.masked_fill(~keep, torch.finfo(biased.dtype).min)
 
 
-def make_inputs(tokens, experts, *, seed, device="cuda"):
+def reference(hidden_states, weight, expert_bias, routed_scaling_factor):
+    scores, biased = _scores(hidden_states, weight, expert_bias)
+    _, masked = _kept_groups(biased)
+    topk_indices = masked.topk(NUM_EXPERTS_PER_TOKEN, dim=-1, sorted=True).indices
+    topk_weights = scores.gather(1, topk_indices)
+    topk_weights = topk_weights / (topk_weights.sum(dim=-1, keepdim=True) + 1e-20)
+    return topk_indices, topk_weights * routed_scaling_factor
+
+
+def _unstable_rows(hidden_states, weight, expert_bias):
+    """Tokens whose selection or its order is within DECISION_MARGIN of a tie
+    (computed like the reference, in its compute dtype)."""
+    _, biased = _scores(hidden_states, weight, expert_bias)
+    group_scores, masked = _kept_groups(biased)
+    g = group_scores.sort(dim=-1, descending=True).values
+    group_gap = g[:, TOPK_GROUPS - 1] - g[:, TOPK_GROUPS]
+    s = masked.sort(dim=-1, descending=True).values[:, :NUM_EXPERTS_PER_TOKEN + 1]
+    expert_gap = (s[:, :-1] - s[:, 1:]).min(dim=-1).values
+    return (group_gap < DECISION_MARGIN) | (expert_gap < DECISION_MARGIN)
+
+
+def inputs_ok(hidden_states, weight, expert_bias, routed_scaling_factor):
+    """The public margin holds, and the float64 anchor picks the same experts
+    in the same order (so the anchor's weights line up slot by slot)."""
+    if bool(_unstable_rows(hidden_states, weight, expert_bias).any()):
+        return False
+    wide = [t.to(torch.float64) for t in (hidden_states, weight, expert_bias)]
+    ids = reference(hidden_states, weight, expert_bias, routed_scaling_factor)[0]
+    ids64 = reference(*wide, routed_scaling_factor)[0]
+    return bool(torch.equal(ids, ids64))
+
+
+def make_inputs(tokens, hidden, experts, *, seed, device="cuda"):
     g = torch.Generator(device=device).manual_seed(seed)
-    def randn(*shape):
-        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32)
 
-    correction_bias = 0.1 * randn(experts)
-    router_logits = randn(tokens, experts).to(torch.bfloat16)
-    for _ in range(64):  # redraw tokens whose selection is nearly tied
-        _, _, gap = _select(router_logits, correction_bias, torch.float64)
-        bad = gap < 2 * MARGIN
-        n = int(bad.sum())
-        if n == 0:
-            break
-        router_logits[bad] = randn(n, experts).to(torch.bfloat16)
-    return router_logits, correction_bias
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, device=device, dtype=torch.bfloat16)
+
+    hidden_states = randn(tokens, hidden)
+    weight = randn(experts, hidden) / math.sqrt(hidden)
+    expert_bias = randn(experts)
+    for _ in range(REDRAW_LIMIT):
+        unstable = _unstable_rows(hidden_states, weight, expert_bias)
+        if not bool(unstable.any()):
+            return hidden_states, weight, expert_bias, ROUTED_SCALING_FACTOR
+        hidden_states[unstable] = randn(int(unstable.sum()), hidden)
+    raise ValueError(f"routing margins under {DECISION_MARGIN} persist after {REDRAW_LIMIT} redraws")
