@@ -256,6 +256,24 @@ spec(46, "46_router_dispatch_backward_qwen3_coder_30b_bf16.json",
      outputs=2, dtype_source="routing_probs fp32 from softmax(router_logits.float()); selected_experts int64 from topk; "
                              "other dtypes hidden (bf16 from the recipe name suffix); 2 outputs from the return layout")
 
+spec(47, "47_correction_bias_shared_expert_ernie_bf16.json",
+     {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_EXPERTS": "experts",
+      "TOP_K": "ref:TOP_K", "INTERMEDIATE_SIZE": "intermediate", "SHARED_INTERMEDIATE_SIZE": "shared_intermediate",
+      "DECISION_MARGIN": "ref:MARGIN", "REDRAW_LIMIT": "ref:REDRAW_LIMIT"},
+     [I("hidden_states", "bfloat16", ("BATCH_SIZE", "SEQ_LEN", "HIDDEN_SIZE")),
+      I("gate_weight", None, ("NUM_EXPERTS", "HIDDEN_SIZE")),
+      I("e_score_correction_bias", None, ("1", "NUM_EXPERTS")),
+      I(None, "bfloat16", ("NUM_EXPERTS", "INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("NUM_EXPERTS", "INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("NUM_EXPERTS", "HIDDEN_SIZE", "INTERMEDIATE_SIZE")),
+      I(None, "bfloat16", ("SHARED_INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("SHARED_INTERMEDIATE_SIZE", "HIDDEN_SIZE")),
+      I(None, "bfloat16", ("HIDDEN_SIZE", "SHARED_INTERMEDIATE_SIZE")),
+      I(None, "float")],  # the literal 1e-10 (norm_min) closes the return list
+     outputs=2, dtype_source="bfloat16 readable in the hidden_states and expert-weight draws; gate_weight and the bias "
+                             "draw dtype hidden (fp32: the same upstream token as the softmax's dtype=torch.float); "
+                             "2 outputs from the tuple annotation")
+
 spec(48, "48_top10_shared_gate_qwen3next_bf16.json",
      {"BATCH_SIZE": "batch", "SEQ_LEN": "seq", "HIDDEN_SIZE": "hidden", "NUM_EXPERTS": "experts",
       "MOE_INTERMEDIATE_SIZE": "intermediate", "SHARED_EXPERT_INTERMEDIATE_SIZE": "shared_intermediate",
