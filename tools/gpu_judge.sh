@@ -11,12 +11,12 @@
 #                                   time and stage timeline of one evaluation, old and
 #                                   new; then 8 evaluations one at a time and 4 at a
 #                                   time (throughput)
-#   tools/gpu_judge.sh gap          why the new judge reads small kernels ~0.1 ms slower:
-#                                   tools/timing_probe.py on 28 (both DSLs), then
-#                                   28/tirx and 36/cutedsl under the old judge, the new
-#                                   one, and the new one with the inputs rewritten on the
-#                                   GPU after the copies (MKB_JUDGE_PREP=touch; PREP=warm:
-#                                   other GPU work of their size), interleaved, twice
+#   tools/gpu_judge.sh gap          why the new judge reads small kernels slower:
+#                                   tools/timing_probe.py on 28 (both DSLs; PROBE_DSLS=
+#                                   picks, PROBE_CONDITIONS= its --conditions), then
+#                                   28/tirx and 36/cutedsl under the old judge and the
+#                                   new one (PREP=touch|warm: also the new one with
+#                                   MKB_JUDGE_PREP), interleaved, twice
 #   tools/gpu_judge.sh all [P]      every shipped solution, visible and held-out
 #                                   (WORKLOADS="heldout": one), new judge, 4 at a time
 #
@@ -109,6 +109,7 @@ gap)
 	build_old || exit 1
 	for dsl in ${PROBE_DSLS:-tirx cutedsl}; do
 		"$MKB_PYTHON" tools/timing_probe.py --kernel "solutions/28_fused_add_rmsnorm/$dsl/kernel.py" \
+			${PROBE_CONDITIONS:+--conditions "$PROBE_CONDITIONS"} \
 			2>>"$OUT/stderr-gap.txt" | tee -a "$OUT/probe.md" >&2
 	done
 	for pk in "28 tirx 28_fused_add_rmsnorm" "36 cutedsl 36_rmsnorm"; do
@@ -117,7 +118,7 @@ gap)
 		for _ in 1 2; do # interleaved, twice: drift shows as a difference between rounds
 			row old "$n" passed "$p" "$dsl" visible "$k"
 			row new "$n" passed "$p" "$dsl" visible "$k"
-			MKB_JUDGE_PREP=${PREP:-touch} row new "$n prep=${PREP:-touch}" passed "$p" "$dsl" visible "$k"
+			[ -z "${PREP:-}" ] || MKB_JUDGE_PREP=$PREP row new "$n prep=$PREP" passed "$p" "$dsl" visible "$k"
 		done
 	done
 	;;

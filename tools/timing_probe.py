@@ -7,13 +7,21 @@ alike), a second process holding a CUDA context throughout (as the checker
 does):
 
   made         inputs made on the GPU by make_inputs just before the call (old judge)
-  copied       inputs copied in from pinned host memory just before the call (new judge)
-  copied+k     as copied, then one small kernel of ours (the new judge's prepare)
-  copied+warm  as copied, then GPU work the inputs' size (MKB_JUDGE_PREP=warm)
-  copied+touch as copied, then every input rewritten in place on the GPU (MKB_JUDGE_PREP=touch)
+  copied       inputs through pageable then pinned host memory by CPU copies (the
+               new judge until session 12: its checker copied outputs on the CPU)
+  copied-dma   inputs through preallocated pinned host memory by DMA only, out and
+               back (the new judge since session 12), no CPU copy
+  made+cpu     as made, then this thread copies 256 MB on the CPU before the call
+  made+cpu2    as made, then the second process copies 256 MB on the CPU (another
+               core: only the shared last-level cache is touched)
   2nd busy     as made, the second process having just run a kernel before each call
-  slept        as made, then the process sleeps 5 ms before the call (not in the default set)
-  spun         as made, then the process busy-waits 5 ms before the call (not in the default set)
+  staged-d2d   inputs made on the GPU one round earlier, copied device to device into
+               fresh tensors just before the call (the new judge's device arenas)
+  NAME+q       as NAME, but solve queued behind a 0.2 ms GPU sleep: the figure is the
+               kernels' GPU time alone (event after the sleep to the end), without
+               the CPU's dispatch
+  copied+k, copied+warm, copied+touch, slept, spun: session 10-11 conditions
+               (--conditions names them)
 
     python tools/timing_probe.py [--problem-dir problems/mlp_norm/28_fused_add_rmsnorm]
         [--kernel solutions/28_fused_add_rmsnorm/tirx/kernel.py] [--calls 50]
@@ -39,12 +47,17 @@ from mkb_grader.problem import Problem  # noqa: E402
 SECOND = r"""
 import sys, time, torch
 torch.ones(1, device="cuda").add_(1); torch.cuda.synchronize()
+a, b = torch.empty(1 << 28, dtype=torch.uint8), torch.empty(1 << 28, dtype=torch.uint8)
+a.fill_(1)
 print("ready", flush=True)
 for line in sys.stdin:
     if line.strip() == "kick":
         torch.ones(1 << 20, device="cuda").mul_(2); torch.cuda.synchronize()
+    if line.strip() == "copy":
+        b.copy_(a)
     print("done", flush=True)
 """
+CPU_BYTES = 1 << 28
 
 
 def load(path):
@@ -55,14 +68,26 @@ def load(path):
     return mod.solve
 
 
-def timed(solve, inputs):
+SLEEP_CYCLES = 400_000  # ~0.2 ms at the H200's boost clock
+
+
+def timed(solve, inputs, queued=False):
+    """(event ms, CPU ms spent in the solve call). queued: the events
+    bracket only the GPU work behind a GPU sleep long enough for the CPU to
+    have queued all of solve's launches."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    mid = torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
     start.record()
+    if queued:
+        torch.cuda._sleep(SLEEP_CYCLES)
+        mid.record()
+    t0 = time.perf_counter()
     solve(*inputs)
+    cpu_ms = (time.perf_counter() - t0) * 1e3
     end.record()
     torch.cuda.synchronize()
-    return start.elapsed_time(end)
+    return (mid if queued else start).elapsed_time(end), cpu_ms
 
 
 def to_pinned(inputs):
@@ -82,20 +107,58 @@ def main():
     ap.add_argument("--kernel", default=os.path.join(ROOT, "solutions/28_fused_add_rmsnorm/tirx/kernel.py"))
     ap.add_argument("--workload", default="visible")
     ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--conditions", default="made,copied,copied-dma,made+cpu,made+cpu2,2nd busy")
     args = ap.parse_args()
     problem = Problem(args.problem_dir, args.workload)
     solve = load(args.kernel)
     for s in range(10):  # compile and warm up
         timed(solve, problem.make_inputs(1000 + s, "cuda")[1])
+    staged = {}  # condition -> inputs made one round earlier
 
     second = subprocess.Popen([sys.executable, "-c", SECOND], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     second.stdout.readline()
     scratch = []
+    cpu_a = torch.ones(CPU_BYTES, dtype=torch.uint8)
+    cpu_b = torch.empty(CPU_BYTES, dtype=torch.uint8)
+    pinned = {}  # input index -> page-locked host buffer, allocated once
+
+    def ask_second(word):
+        second.stdin.write(word + "\n")
+        second.stdin.flush()
+        second.stdout.readline()
+
+    def dma_round_trip(inputs):
+        out = []
+        for j, t in enumerate(inputs):
+            if not isinstance(t, torch.Tensor):
+                out.append(t)
+                continue
+            host = pinned.get(j)
+            if host is None or host.shape != t.shape or host.dtype != t.dtype:
+                host = pinned[j] = torch.empty_like(t, device="cpu").pin_memory()
+            host.copy_(t)
+            out.append(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda").copy_(host))
+        torch.cuda.synchronize()
+        return out
 
     def one(name, i):
+        queued = name.endswith("+q")
+        name = name[:-2] if queued else name
         inputs = problem.make_inputs(i, "cuda")[1]
-        if name.startswith("copied"):
+        if name == "staged-d2d":
+            made, inputs = inputs, staged.get(name) or inputs
+            staged[name] = made
+            inputs = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+        if name == "copied-dma":
+            inputs = dma_round_trip(inputs)
+        if name == "made+cpu":
+            torch.cuda.synchronize()
+            cpu_b.copy_(cpu_a)
+        if name == "made+cpu2":
+            torch.cuda.synchronize()
+            ask_second("copy")
+        if name.startswith("copied") and name != "copied-dma":
             host = to_pinned(inputs)
             del inputs
             inputs = from_pinned(host)
@@ -121,12 +184,10 @@ def main():
             while time.perf_counter() < t_end:
                 pass
         if name == "2nd busy":
-            second.stdin.write("kick\n")
-            second.stdin.flush()
-            second.stdout.readline()
-        return timed(solve, inputs)
+            ask_second("kick")
+        return timed(solve, inputs, queued)
 
-    names = ("made", "copied", "copied+k", "copied+warm", "copied+touch", "2nd busy")
+    names = tuple(n.strip() for n in args.conditions.split(",") if n.strip())
     rows = {name: [] for name in names}
     for i in range(args.calls):
         for name in names:
@@ -134,15 +195,16 @@ def main():
     second.stdin.close()
     second.wait()
 
-    base = statistics.median(rows["made"])
+    base = statistics.median(p[0] for p in rows["made"])
     print(f"{torch.cuda.get_device_name()}  {os.path.relpath(args.kernel, ROOT)}  "
           f"{args.calls} calls each  ({time.strftime('%Y-%m-%d %H:%M:%S')} UTC)")
-    print("| condition | median ms | q1 | q3 | / made |")
-    print("|---|---|---|---|---|")
-    for name, ms in rows.items():
+    print("| condition | median ms | q1 | q3 | / made | CPU in solve() ms |")
+    print("|---|---|---|---|---|---|")
+    for name, pairs in rows.items():
+        ms = [p[0] for p in pairs]
         q1, med, q3 = statistics.quantiles(ms, n=4)
         print(f"| {name} | {statistics.median(ms):.4f} | {q1:.4f} | {q3:.4f} | "
-              f"{statistics.median(ms) / base:.2f} |")
+              f"{statistics.median(ms) / base:.2f} | {statistics.median(p[1] for p in pairs):.4f} |")
 
 
 if __name__ == "__main__":

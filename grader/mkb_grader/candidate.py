@@ -6,7 +6,10 @@ which is why it holds no seed, no reference output, no verdict channel and
 no knowledge of which calls are checked (every call is).
 
 Messages from the checker, one reply each:
-  {"op": "arena", "in": bytes, "out": bytes} + 2 fds   map the shared arenas
+  {"op": "arena", "where": "gpu"|"host",             map the shared arenas (device
+   "in": bytes, "out": bytes} + 2 fds                 memory, else a memfd); where the
+                                                      device memory cannot be mapped the
+                                                      reply says {"mapped": false, "why"}
   {"op": "import", "kernel": path, "device": d}        import kernel.py, find solve
   {"op": "prepare", "inputs": description,            fresh tensors on the device;
    "spin": seconds, "warm": bool}                      with warm, GPU work the inputs'
@@ -48,18 +51,30 @@ class Runner:
         self.scratch = None
 
     def op_arena(self, msg, fds):
-        from .arena import Arena
+        from . import arena, vmm
         if len(fds) != 2:
             return {"error": "arena message without its two descriptors", "cuda": False}
+        where = "gpu" if msg.get("where") == "gpu" else "host"
+        try:
+            new_in = arena.make(msg["in"], where, fds[0])
+        except vmm.VmmError as exc:
+            for fd in fds:
+                os.close(fd)
+            return {"ok": True, "mapped": False, "why": str(exc)}
+        try:
+            new_out = arena.make(msg["out"], where, fds[1])
+        except vmm.VmmError as exc:
+            new_in.close()
+            os.close(fds[1])
+            return {"ok": True, "mapped": False, "why": str(exc)}
         for a in (self.arena_in, self.arena_out):
             if a is not None:
                 a.close()
-        self.arena_in = Arena(msg["in"], fds[0])
-        self.arena_out = Arena(msg["out"], fds[1])
+        self.arena_in, self.arena_out = new_in, new_out
         if self.device == "cuda":
             self.arena_in.pin()
             self.arena_out.pin()
-        return {"ok": True}
+        return {"ok": True, "pinned": self.arena_in.pinned and self.arena_out.pinned}
 
     def op_import(self, msg, fds):
         from .problem import load_module
