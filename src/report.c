@@ -478,24 +478,52 @@ static void out_fmt(struct out *o, const char *fmt, ...)
 static void out_str(struct out *o, const char *s)
 {
 	out_add(o, "\"", 1);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			out_fmt(o, "\\%c", c);
-		else if (c < 0x20)
-			out_fmt(o, "\\u%04x", c);
+	for (;;) {
+		size_t run = 0; /* bytes written as they are */
+		while (s[run] && s[run] != '"' && s[run] != '\\' && (unsigned char)s[run] >= 0x20)
+			run++;
+		out_add(o, s, run);
+		s += run;
+		if (!*s)
+			break;
+		if (*s == '"' || *s == '\\')
+			out_fmt(o, "\\%c", *s);
 		else
-			out_add(o, s, 1);
+			out_fmt(o, "\\u%04x", (unsigned char)*s);
+		s++;
 	}
 	out_add(o, "\"", 1);
 }
 
+/* A number as "%.10g" (the summary's JSON_REAL_PRECISION(10)); null when not finite. */
 static void out_num(struct out *o, double v)
 {
-	if (isfinite(v))
-		out_fmt(o, "%.10g", v);
-	else
+	enum { ROOM = 48 };
+	if (!isfinite(v)) {
 		out_s(o, "null");
+		return;
+	}
+	if (o->len + ROOM > sizeof(o->buf))
+		out_flush(o);
+	o->len += stats_format_g(v, 10, o->buf + o->len, ROOM);
+}
+
+static void out_int(struct out *o, long long v)
+{
+	char tmp[24];
+	size_t n = sizeof(tmp);
+	unsigned long long u = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
+	do
+		tmp[--n] = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	if (v < 0)
+		tmp[--n] = '-';
+	out_add(o, tmp + n, sizeof(tmp) - n);
+}
+
+static void out_bool(struct out *o, int v)
+{
+	out_s(o, v ? "true" : "false");
 }
 
 static void out_count(struct out *o, long long v)
@@ -503,7 +531,7 @@ static void out_count(struct out *o, long long v)
 	if (v < 0)
 		out_s(o, "null");
 	else
-		out_fmt(o, "%lld", v);
+		out_int(o, v);
 }
 
 /* A trial's record, the published TrialRecord's fields plus ours. */
@@ -522,7 +550,9 @@ static void out_record(struct out *o, const struct prob *p, const struct rep *r,
 			out_num(o, e->speedup);
 		}
 	}
-	out_fmt(o, "},\"timed_out\":%s,\"error\":", e->timed_out ? "true" : "false");
+	out_s(o, "},\"timed_out\":");
+	out_bool(o, e->timed_out);
+	out_s(o, ",\"error\":");
 	if (e->error)
 		out_str(o, e->text);
 	else
@@ -551,14 +581,19 @@ static void out_record(struct out *o, const struct prob *p, const struct rep *r,
 	} else {
 		out_s(o, "null");
 	}
-	out_fmt(o, ",\"trial\":\"p%02d_r%d_%s\",\"status\":", p->number, r->number, arm_names[arm]);
+	out_s(o, p->number >= 0 && p->number < 10 ? ",\"trial\":\"p0" : ",\"trial\":\"p"); /* p%02d */
+	out_int(o, p->number);
+	out_s(o, "_r");
+	out_int(o, r->number);
+	out_s(o, "_");
+	out_s(o, arm_names[arm]);
+	out_s(o, "\",\"status\":");
 	out_str(o, e->status);
 	out_s(o, ",\"attempt\":");
-	if (e->attempt > 0)
-		out_fmt(o, "%lld", (long long)e->attempt);
-	else
-		out_s(o, "null");
-	out_fmt(o, ",\"wrote_skill\":%s}", e->wrote_skill ? "true" : "false");
+	out_count(o, e->attempt > 0 ? (long long)e->attempt : -1);
+	out_s(o, ",\"wrote_skill\":");
+	out_bool(o, e->wrote_skill);
+	out_s(o, "}");
 }
 
 static void out_replicates(struct out *o, const struct prob *pr, int dir)
@@ -567,8 +602,11 @@ static void out_replicates(struct out *o, const struct prob *pr, int dir)
 	out_s(o, "[");
 	for (size_t r = 0; r < pr->nreps; r++) {
 		struct cref ref = {pr, &pr->reps[r], dir};
-		out_fmt(o, "%s{\"resolved\":%s,\"n_replicate\":%d,\"source\":", r ? "," : "",
-			resolved(&ref) ? "true" : "false", pr->reps[r].number);
+		out_s(o, r ? ",{\"resolved\":" : "{\"resolved\":");
+		out_bool(o, resolved(&ref));
+		out_s(o, ",\"n_replicate\":");
+		out_int(o, pr->reps[r].number);
+		out_s(o, ",\"source\":");
 		out_record(o, pr, &pr->reps[r], d->source);
 		out_s(o, ",\"base\":");
 		out_record(o, pr, &pr->reps[r], d->base);
@@ -701,28 +739,6 @@ struct gsum {                   /* what the statistics of a group need */
 	double n, helped, harmed, logr, dlift[REPORT_NTHRESHOLDS];
 };
 
-#define GS_FIELDS (4 + REPORT_NTHRESHOLDS)
-
-static void gsum_flatten(const struct gsum *g, double *v)
-{
-	v[0] = g->n;
-	v[1] = g->helped;
-	v[2] = g->harmed;
-	v[3] = g->logr;
-	for (int t = 0; t < REPORT_NTHRESHOLDS; t++)
-		v[4 + t] = g->dlift[t];
-}
-
-static void gsum_unflatten(const double *v, struct gsum *g)
-{
-	g->n = v[0];
-	g->helped = v[1];
-	g->harmed = v[2];
-	g->logr = v[3];
-	for (int t = 0; t < REPORT_NTHRESHOLDS; t++)
-		g->dlift[t] = v[4 + t];
-}
-
 enum { ST_T, ST_H, ST_N, ST_DGM, ST_LIFT0, ST_LIFTS = ST_LIFT0 + REPORT_NTHRESHOLDS, NSTATS };
 static const char *const stat_names[NSTATS] = {"T", "H", "neutral_share", "dGM", "lift_R@0", "lift_R@0.5",
 					       "lift_R@1", "lift_R@2", "lift_R@4", "lift_S"};
@@ -746,11 +762,11 @@ static void gsum_stats(const struct gsum *g, double *out)
 	out[ST_LIFTS] = 100 * s / REPORT_NTHRESHOLDS;
 }
 
-static void cmp_groups(const struct cmp *c, int g[3])
+/* A comparison of direction dir and source standing st belongs to the
+ * group g (all, its direction, its standing). */
+static int group_has(int g, int dir, int st)
 {
-	g[0] = G_ALL;
-	g[1] = G_DIR0 + c->dir;
-	g[2] = G_ABOVE + c->standing;
+	return g == G_ALL || g == G_DIR0 + dir || g == G_ABOVE + st;
 }
 
 static void gsum_add(struct gsum *g, const struct cmp *c, double w)
@@ -777,9 +793,7 @@ static json_t *group_json(const struct cmp *cmps, size_t n, int group, const dou
 	double *logr = xmalloc((n ? n : 1) * sizeof(*logr));
 	long pos = 0, neg = 0, b = 0, c = 0;
 	for (size_t i = 0; i < n; i++) {
-		int gs[3];
-		cmp_groups(&cmps[i], gs);
-		if (gs[0] != group && gs[1] != group && gs[2] != group)
+		if (!group_has(group, cmps[i].dir, cmps[i].standing))
 			continue;
 		gsum_add(&g, &cmps[i], 1);
 		logr[m++] = cmps[i].logr;
@@ -825,44 +839,93 @@ static json_t *group_json(const struct cmp *cmps, size_t n, int group, const dou
 	return o;
 }
 
+/* A comparison's cell: its direction and source standing. Every group is a
+ * union of cells. */
+#define NCELLS (2 * NSTANDING)
+/* The whole-number parts of a comparison's sums: n, helped, harmed, dlift[t]. */
+#define COUNT_FIELDS (3 + REPORT_NTHRESHOLDS)
+
+/* A kind of comparison: its cell and counts. Comparisons come in few kinds
+ * (a cell, a class, a pattern of lifts), so a resample sums their weights
+ * per kind. */
+struct kind {
+	int cell;
+	int v[COUNT_FIELDS];
+};
+
+/* The index of c's kind in kinds[0..*nkinds), added if new. */
+static size_t kind_of(const struct cmp *c, struct kind *kinds, size_t *nkinds)
+{
+	struct kind k = {c->dir * NSTANDING + c->standing, {1, c->cls == CLS_HELPED, c->cls == CLS_HARMED}};
+	for (int t = 0; t < REPORT_NTHRESHOLDS; t++)
+		k.v[3 + t] = c->dlift[t];
+	size_t i = 0;
+	while (i < *nkinds && memcmp(&kinds[i], &k, sizeof(k)))
+		i++;
+	if (i == *nkinds)
+		kinds[(*nkinds)++] = k;
+	return i;
+}
+
 /* Percentile intervals of every statistic of every group over o->bootstrap
- * two-level resamples: problems, then replicates within a problem. */
+ * two-level resamples: problems, then replicates within a problem. A
+ * resample's group sums are the units' sums weighted by how often each
+ * unit was drawn. All but the log ratios are whole numbers, summed in
+ * integers per kind of comparison (exactly the doubles a per-group sum
+ * gives); the log ratios per unit and group, as a weighted sum over the
+ * drawn units in unit order. */
 static void bootstrap(const struct cmp *cmps, size_t n, const size_t *start, size_t nclusters,
 		      const struct report_opts *o, double (*ci)[NSTATS][2])
 {
-	size_t nunits = start[nclusters], B = (size_t)o->bootstrap;
-	/* per unit and group, the sums of its comparisons */
-	struct gsum *ug = xcalloc(nunits * NGROUPS, sizeof(*ug));
+	size_t nunits = start[nclusters], B = (size_t)o->bootstrap, nkinds = 0;
+	double *ulogr = xcalloc(nunits * NGROUPS, sizeof(*ulogr));
+	struct kind *kinds = xmalloc((n ? n : 1) * sizeof(*kinds));
+	size_t *kind = xmalloc((n ? n : 1) * sizeof(*kind)), *unit = xmalloc((n ? n : 1) * sizeof(*unit));
+	int finite = 1;
 	for (size_t i = 0; i < n; i++) {
-		int gs[3];
-		cmp_groups(&cmps[i], gs);
-		for (int k = 0; k < 3; k++)
-			gsum_add(&ug[cmps[i].unit * NGROUPS + gs[k]], &cmps[i], 1);
+		const struct cmp *c = &cmps[i];
+		for (int g = 0; g < NGROUPS; g++)
+			if (group_has(g, c->dir, c->standing))
+				ulogr[c->unit * NGROUPS + (size_t)g] += c->logr;
+		finite &= isfinite(c->logr) != 0;
+		kind[i] = kind_of(c, kinds, &nkinds);
+		unit[i] = c->unit;
 	}
-	double *flat = xmalloc(nunits * NGROUPS * GS_FIELDS * sizeof(*flat));
-	for (size_t k = 0; k < nunits * NGROUPS; k++)
-		gsum_flatten(&ug[k], &flat[k * GS_FIELDS]);
-	free(ug);
+	long long *kw = xmalloc((nkinds ? nkinds : 1) * sizeof(*kw));
 	uint32_t *w = xmalloc(nunits * sizeof(*w));
 	double *samples = xmalloc(B * NGROUPS * NSTATS * sizeof(*samples));
 	struct stats_rng rng;
 	stats_rng_seed(&rng, o->seed);
 	for (size_t b = 0; b < B; b++) {
 		stats_bootstrap_draw(&rng, start, nclusters, w);
-		/* the weighted sum of the units' rows: one flat loop the compiler vectorises */
-		double acc[NGROUPS * GS_FIELDS] = {0};
+		double logr[NGROUPS] = {0};
 		for (size_t u = 0; u < nunits; u++) {
-			if (!w[u])
+			/* an undrawn unit adds a zero, exactly nothing, unless some log
+			 * ratio is infinite: then skip it as no branch is cheaper */
+			if (!finite && !w[u])
 				continue;
 			double wu = w[u];
-			const double *x = &flat[u * NGROUPS * GS_FIELDS];
-			for (size_t k = 0; k < NGROUPS * GS_FIELDS; k++)
-				acc[k] += wu * x[k];
+			const double *x = &ulogr[u * NGROUPS];
+			for (int g = 0; g < NGROUPS; g++)
+				logr[g] += wu * x[g];
 		}
+		memset(kw, 0, nkinds * sizeof(*kw));
+		for (size_t i = 0; i < n; i++)
+			kw[kind[i]] += w[unit[i]];
+		long long cell[NCELLS][COUNT_FIELDS] = {{0}};
+		for (size_t k = 0; k < nkinds; k++)
+			for (int f = 0; f < COUNT_FIELDS; f++)
+				cell[kinds[k].cell][f] += kw[k] * kinds[k].v[f];
 		for (int g = 0; g < NGROUPS; g++) {
+			long long v[COUNT_FIELDS] = {0};
+			for (int k = 0; k < NCELLS; k++)
+				if (group_has(g, k / NSTANDING, k % NSTANDING))
+					for (int f = 0; f < COUNT_FIELDS; f++)
+						v[f] += cell[k][f];
+			struct gsum sum = {(double)v[0], (double)v[1], (double)v[2], logr[g], {0}};
+			for (int t = 0; t < REPORT_NTHRESHOLDS; t++)
+				sum.dlift[t] = (double)v[3 + t];
 			double st[NSTATS];
-			struct gsum sum;
-			gsum_unflatten(&acc[g * GS_FIELDS], &sum);
 			gsum_stats(&sum, st);
 			for (int s = 0; s < NSTATS; s++)
 				samples[((size_t)g * NSTATS + (size_t)s) * B + b] = st[s];
@@ -879,7 +942,11 @@ static void bootstrap(const struct cmp *cmps, size_t n, const size_t *start, siz
 		}
 	free(samples);
 	free(w);
-	free(flat);
+	free(kw);
+	free(kind);
+	free(unit);
+	free(kinds);
+	free(ulogr);
 }
 
 static json_t *paired_json(struct config *c, const struct report_opts *o, struct cmp **keep_cmps,
@@ -1166,10 +1233,15 @@ static int write_json(FILE *f, const struct report *r)
 			out_str(o, c->model);
 			out_s(o, ",\"decoding\":");
 			out_str(o, c->decoding);
-			out_fmt(o, ",\"number\":%d,\"problem\":", x->p->number);
+			out_s(o, ",\"number\":");
+			out_int(o, x->p->number);
+			out_s(o, ",\"problem\":");
 			out_str(o, x->p->label);
-			out_fmt(o, ",\"direction\":\"%s\",\"replicate\":%d,\"e_skill\":", directions[x->dir].name,
-				x->r->number);
+			out_s(o, ",\"direction\":\"");
+			out_s(o, directions[x->dir].name);
+			out_s(o, "\",\"replicate\":");
+			out_int(o, x->r->number);
+			out_s(o, ",\"e_skill\":");
 			out_num(o, x->e_skill);
 			out_s(o, ",\"e_solo\":");
 			out_num(o, x->e_base);
@@ -1177,8 +1249,13 @@ static int write_json(FILE *f, const struct report *r)
 			out_num(o, x->e_source);
 			out_s(o, ",\"ratio\":");
 			out_num(o, x->ratio);
-			out_fmt(o, ",\"class\":\"%s\",\"standing\":\"%s\",\"skipped\":%s}", cls_names[x->cls + 1],
-				standing_names[x->standing], x->skipped ? "true" : "false");
+			out_s(o, ",\"class\":\"");
+			out_s(o, cls_names[x->cls + 1]);
+			out_s(o, "\",\"standing\":\"");
+			out_s(o, standing_names[x->standing]);
+			out_s(o, "\",\"skipped\":");
+			out_bool(o, x->skipped);
+			out_s(o, "}");
 		}
 	}
 	out_s(o, "]}\n");

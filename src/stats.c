@@ -1,6 +1,7 @@
 #include "stats.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -207,20 +208,36 @@ double stats_geomean(const double *x, size_t n)
 	return exp(s / (double)n);
 }
 
-static int cmp_double_nan_last(const void *x, const void *y)
+/* Stable merge sort of x[0..n) by <, through tmp (n doubles); none is NaN. */
+static void merge_sort(double *x, double *tmp, size_t n)
 {
-	double a = *(const double *)x, b = *(const double *)y;
-	if (isnan(a) || isnan(b))
-		return isnan(a) - isnan(b);
-	return (a > b) - (a < b);
+	if (n < 2)
+		return;
+	size_t h = n / 2;
+	merge_sort(x, tmp, h);
+	merge_sort(x + h, tmp, n - h);
+	if (!(x[h] < x[h - 1]))
+		return; /* already in order */
+	memcpy(tmp, x, h * sizeof(*x));
+	size_t i = 0, j = h, k = 0;
+	while (i < h && j < n)
+		x[k++] = x[j] < tmp[i] ? x[j++] : tmp[i++];
+	while (i < h)
+		x[k++] = tmp[i++];
 }
 
 size_t stats_sort(double *x, size_t n)
 {
-	qsort(x, n, sizeof(*x), cmp_double_nan_last);
-	size_t k = n;
-	while (k > 0 && isnan(x[k - 1]))
-		k--;
+	/* the numbers first, in their order, then the NaNs */
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isnan(x[i]))
+			x[k++] = x[i];
+	for (size_t i = k; i < n; i++)
+		x[i] = NAN;
+	double *tmp = xmalloc((k / 2 + 1) * sizeof(*tmp));
+	merge_sort(x, tmp, k);
+	free(tmp);
 	return k;
 }
 
@@ -247,4 +264,121 @@ void stats_bootstrap_draw(struct stats_rng *r, const size_t *start, size_t nclus
 		for (size_t k = 0; k < size; k++)
 			weight[first + stats_rng_below(r, size)]++;
 	}
+}
+
+/* ---- number formatting --------------------------------------------------- */
+
+/* 10^i for i <= 38 (the largest power of ten below 2^128). */
+static unsigned __int128 pow10_u128(int i)
+{
+	static const uint64_t p[20] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL,
+		10000000ULL, 100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL,
+		10000000000000ULL, 100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+		100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
+	return i < 20 ? p[i] : (unsigned __int128)p[19] * p[i - 19];
+}
+
+/* The decimal digits of v > 0 rounded to prec significant digits (half to
+ * even, on v's exact binary value, as glibc's printf): *digits in
+ * [10^(prec-1), 10^prec) and *exp10 such that v ~ digits x 10^(exp10 -
+ * prec + 1). Exact in 128-bit integers; -1 where they cannot hold it. */
+static int round_digits(double v, int prec, unsigned long long *digits, int *exp10)
+{
+	int e2;
+	double fr = frexp(v, &e2);                     /* v = fr x 2^e2, fr in [0.5, 1) */
+	unsigned __int128 m = (uint64_t)ldexp(fr, 53), lo = pow10_u128(prec - 1),
+			  hi = pow10_u128(prec);
+	int q = e2 - 53, e = (int)floor(log10(v));     /* v = m x 2^q exactly; e may be off by one */
+	for (int tries = 0; tries < 4; tries++) {
+		int s = prec - 1 - e;                  /* digits = round(v x 10^s) = num / den */
+		unsigned __int128 num = m, den = 1;
+		if (s > 22 || s < -38)
+			return -1;
+		if (s >= 0)
+			num *= pow10_u128(s);          /* < 2^53 x 2^74 */
+		else
+			den = pow10_u128(-s);
+		if (q >= 0) {
+			if (q > 120 || num >> (126 - q))
+				return -1;
+			num <<= q;
+		} else {
+			if (q < -120 || den >> (126 + q))
+				return -1;
+			den <<= -q;
+		}
+		/* den is a power of two unless s < 0 (v >= 10^prec, rare): a shift */
+		unsigned __int128 d = s >= 0 ? num >> (q < 0 ? -q : 0) : num / den, r = num - d * den;
+		if (d >= hi) {
+			e++;
+			continue;
+		}
+		if (d < lo) {
+			e--;
+			continue;
+		}
+		if (r > den - r || (r == den - r && (d & 1)))
+			d++;
+		if (d == hi) {
+			d = lo;
+			e++;
+		}
+		*digits = (unsigned long long)d;
+		*exp10 = e;
+		return 0;
+	}
+	return -1;
+}
+
+size_t stats_format_g(double v, int prec, char *out, size_t size)
+{
+	unsigned long long d;
+	int e;
+	char dig[24], buf[48];
+	if (size < sizeof(buf) || prec < 1 || prec > 17 || !isfinite(v) || v == 0 ||
+	    round_digits(fabs(v), prec, &d, &e) < 0) {
+		int n = snprintf(out, size, "%.*g", prec, v);
+		return n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
+	}
+	for (int i = prec - 1; i >= 0; i--, d /= 10)
+		dig[i] = (char)('0' + d % 10);
+	int nd = prec; /* without trailing zeros */
+	while (nd > 1 && dig[nd - 1] == '0')
+		nd--;
+	size_t n = 0;
+	if (v < 0)
+		buf[n++] = '-';
+	if (e < -4 || e >= prec) { /* d.ddde+XX */
+		buf[n++] = dig[0];
+		if (nd > 1) {
+			buf[n++] = '.';
+			memcpy(buf + n, dig + 1, (size_t)nd - 1);
+			n += (size_t)nd - 1;
+		}
+		int x = e < 0 ? -e : e;
+		buf[n++] = 'e';
+		buf[n++] = e < 0 ? '-' : '+';
+		if (x >= 100)
+			buf[n++] = (char)('0' + x / 100);
+		buf[n++] = (char)('0' + x / 10 % 10);
+		buf[n++] = (char)('0' + x % 10);
+	} else if (e >= 0) { /* ddd.ddd */
+		memcpy(buf + n, dig, (size_t)e + 1);
+		n += (size_t)e + 1;
+		if (nd > e + 1) {
+			buf[n++] = '.';
+			memcpy(buf + n, dig + e + 1, (size_t)(nd - e - 1));
+			n += (size_t)(nd - e - 1);
+		}
+	} else { /* 0.000ddd */
+		buf[n++] = '0';
+		buf[n++] = '.';
+		for (int i = 0; i < -e - 1; i++)
+			buf[n++] = '0';
+		memcpy(buf + n, dig, (size_t)nd);
+		n += (size_t)nd;
+	}
+	memcpy(out, buf, n);
+	out[n] = '\0';
+	return n;
 }

@@ -70,6 +70,11 @@ double stats_quantile_sorted(const double *x, size_t n, double q);
 /* Sort x[0..n) in place, NaNs last; returns how many are not NaN. */
 size_t stats_sort(double *x, size_t n);
 
+/* snprintf(out, size, "%.*g", prec, v), byte for byte, without printf's
+ * arbitrary-precision path where 128-bit integers hold the value exactly
+ * (printf itself elsewhere). Returns the length written. */
+size_t stats_format_g(double v, int prec, char *out, size_t size);
+
 /* One draw of the two-level bootstrap: resample clusters with replacement,
  * then, inside each drawn cluster, its units with replacement. Clusters are
  * the index ranges [start[c], start[c + 1]) for c < nclusters, and weight[u]

@@ -142,6 +142,74 @@ static void test_bootstrap_draw(void)
 	CHECK(!memcmp(w, w2, sizeof(w)));
 }
 
+/* stats_sort against a sort by insertion, on many lengths with ties and NaNs */
+static void test_sort(void)
+{
+	struct stats_rng r;
+	stats_rng_seed(&r, 3);
+	for (size_t n = 0; n < 300; n += 7) {
+		double x[300], y[300];
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t v = stats_rng_below(&r, 40);
+			x[i] = v == 0 ? NAN : (double)v / 4 - 3;
+			if (v)
+				y[k++] = x[i];
+		}
+		for (size_t i = 1; i < k; i++)
+			for (size_t j = i; j > 0 && y[j] < y[j - 1]; j--) {
+				double t = y[j];
+				y[j] = y[j - 1];
+				y[j - 1] = t;
+			}
+		CHECK(stats_sort(x, n) == k);
+		CHECK(k == 0 || !memcmp(x, y, k * sizeof(*x)));
+		for (size_t i = k; i < n; i++)
+			CHECK(isnan(x[i]));
+	}
+}
+
+/* One value: stats_format_g equals snprintf("%.*g"). */
+static int same_as_printf(double v, int prec)
+{
+	char a[64], b[64];
+	snprintf(a, sizeof(a), "%.*g", prec, v);
+	size_t n = stats_format_g(v, prec, b, sizeof(b));
+	if (strcmp(a, b) || n != strlen(a)) {
+		fprintf(stderr, "  %.17g at %d: printf %s, stats_format_g %s\n", v, prec, a, b);
+		return 0;
+	}
+	return 1;
+}
+
+static void test_format_g(void)
+{
+	static const double edges[] = {0.5, 1.5, 2.5, 0.125, 0.375, 1e-5, 9.9999999995e-5, 0.0001, 9999999999.5,
+		99999.999995, 1234567890123.0, 1e10, 1e9, 999999999.95, 5e-324, 1e308, -2.5, 0.0, -0.0, INFINITY,
+		-INFINITY, NAN, 1.00000000005, 0.30000000000000004, 4503599627370497.0, 1e22, 1e-13};
+	int ok = 1;
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		for (int p = 1; p <= 17; p++)
+			ok &= same_as_printf(edges[i], p);
+	/* random bit patterns, log-uniform magnitudes, dyadic values (exact ties
+	 * of the rounding) and neighbours of powers of ten */
+	struct stats_rng r;
+	stats_rng_seed(&r, 10);
+	for (int i = 0; i < 400000 && ok; i++) {
+		uint64_t u = stats_rng_next(&r);
+		double v;
+		switch (i % 4) {
+		case 0: memcpy(&v, &u, sizeof(v)); break;
+		case 1: v = exp(((double)(u >> 11) / 9007199254740992.0 - 0.5) * 70); break;
+		case 2: v = ldexp((double)(u >> 11), -(int)(u % 80)); break;
+		default: v = nextafter(pow(10, (double)((int)(u % 40) - 20)), (u & 1) ? 0 : 1e300); break;
+		}
+		ok &= same_as_printf(v, 10);
+		ok &= same_as_printf(-v, 1 + (int)(u % 17));
+	}
+	CHECK(ok);
+}
+
 const struct unit_test stats_tests[] = {
 	{"stats: xoshiro256** seeded by splitmix64, unbiased below(n)", test_rng},
 	{"stats: exact binomial, sign and McNemar tests", test_binomial_tests},
@@ -149,5 +217,7 @@ const struct unit_test stats_tests[] = {
 	{"stats: Wilcoxon signed-rank, exact and approximate, zeros and ties", test_wilcoxon},
 	{"stats: geometric mean, sorting with NaNs, quantiles", test_summaries},
 	{"stats: two-level bootstrap draws", test_bootstrap_draw},
+	{"stats: stable sort with NaNs last", test_sort},
+	{"stats: %.*g formatting equal to printf's", test_format_g},
 };
 const size_t stats_ntests = sizeof(stats_tests) / sizeof(stats_tests[0]);
