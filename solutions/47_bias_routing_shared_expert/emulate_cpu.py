@@ -21,7 +21,6 @@ ex2.approx(x * log2 e), relative error up to ~2**-22) by a random relative
 perturbation of 2**-21 on every exp in the route and SwiGLU kernels.
 """
 import argparse
-import math
 import os
 import sys
 
