@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sol.h"
 #include "stats.h"
 #include "util.h"
 
@@ -36,6 +37,8 @@ struct rec {
 	double speedup;         /* < 0: unknown */
 	int heldout_passed;     /* (ours) the final kernel on the held-out workload; -1: not graded */
 	double heldout_speedup;
+	double sol;             /* (ours) speed-of-light floor / kernel median of a passing final
+				 * grading whose floor is known; 0: none */
 	long long tokens[3];    /* input (cache included), cached, output; < 0 unknown */
 	double cost, agent_s;   /* < 0 unknown */
 	char *text;             /* error: "status: reason"; skipped: the note */
@@ -51,6 +54,9 @@ struct prob {
 	int number;
 	char *label;            /* NN_name */
 	const char *family;
+	const struct problem *cp;  /* the catalog's, or NULL */
+	char *floor_workload;   /* the workload floor_ms is of (NULL: none computed yet) */
+	double floor_ms;
 	struct rep *reps;
 	size_t nreps, cap;
 };
@@ -80,6 +86,29 @@ static int arm_index(const char *arm)
 		if (!strcmp(arm_names[i], arm))
 			return i;
 	return -1;
+}
+
+/* (ours) The speed-of-light floor in ms of problem p graded on workload by
+ * gpu, as src/grade.c gives it to the judge: the problem's FLOP and byte
+ * formulas at the GPU's measured ceilings (src/sol.h), which exist for the
+ * H200 only (the name the grader reports contains "H200", the judge's own
+ * test); 0 when unknown. Cached per problem for the last workload. */
+static double floor_ms(struct prob *p, const char *workload, const char *gpu)
+{
+	if (!p->cp || !workload || !gpu || !strstr(gpu, "H200"))
+		return 0;
+	if (!p->floor_workload || strcmp(p->floor_workload, workload)) {
+		free(p->floor_workload);
+		p->floor_workload = xstrdup(workload);
+		p->floor_ms = 0;
+		const json_t *meta = p->cp->meta;
+		struct ceilings h200 = CEILINGS_H200;
+		/* a problem without formulas has no floor (sol_ms would complain) */
+		if (problem_workload(p->cp, workload) && json_is_string(json_object_get(meta, "flops")) &&
+		    json_is_string(json_object_get(meta, "bytes")) && sol_ms(p->cp, workload, &h200, &p->floor_ms) < 0)
+			p->floor_ms = 0;
+	}
+	return p->floor_ms;
 }
 
 static int load_row(const struct trial_result *t, void *arg)
@@ -115,6 +144,7 @@ static int load_row(const struct trial_result *t, void *arg)
 		const struct problem *cp = l->catalog ? catalog_find(l->catalog, t->problem) : NULL;
 		p->label = cp ? xstrfmt("%02d_%s", t->problem, cp->name) : xstrfmt("%02d", t->problem);
 		p->family = cp ? cp->family : "unknown";
+		p->cp = cp;
 	}
 	struct rep *r = p->nreps ? &p->reps[p->nreps - 1] : NULL;
 	if (!r || r->number != t->replicate) {
@@ -146,6 +176,8 @@ static int load_row(const struct trial_result *t, void *arg)
 	e->speedup = t->speedup;
 	e->heldout_passed = e->error || e->skipped ? -1 : t->heldout_passed;
 	e->heldout_speedup = t->heldout_speedup;
+	double floor = e->passed && t->kernel_ms > 0 ? floor_ms(p, t->workload, t->gpu) : 0;
+	e->sol = floor > 0 ? floor / t->kernel_ms : 0;
 	e->tokens[0] = t->input_tokens;
 	e->tokens[1] = t->cached_tokens;
 	e->tokens[2] = t->output_tokens;
@@ -168,6 +200,7 @@ static void loader_release(struct loader *l)
 					free(c->probs[p].reps[r].arm[a].text);
 			free(c->probs[p].reps);
 			free(c->probs[p].label);
+			free(c->probs[p].floor_workload);
 		}
 		free(c->probs);
 		free(c->model);
@@ -273,8 +306,23 @@ static json_t *contrast(const struct cref *refs, size_t n, int only)
 	return json_pack("{s:o, s:o, s:o, s:I}", "base", b, "skill", s, "lift", l, "n", (json_int_t)k);
 }
 
-/* Usage per arm over the trials of the cell-replicates (each trial once;
- * refs come grouped by replicate, so a replicate's solos are counted once). */
+/* The arms of one replicate's trials in refs[i..): the cell-replicates that
+ * share refs[i]'s replicate (refs come grouped by replicate), *end set past
+ * them. Walking refs by it counts each trial once: a replicate's solos
+ * serve both directions. */
+static unsigned replicate_arms(const struct cref *refs, size_t n, size_t i, size_t *end)
+{
+	unsigned mask = 0;
+	size_t j = i;
+	for (; j < n && refs[j].r == refs[i].r; j++) {
+		const struct direction *d = &directions[refs[j].dir];
+		mask |= 1u << d->source | 1u << d->base | 1u << d->skill;
+	}
+	*end = j;
+	return mask;
+}
+
+/* Usage per arm over the trials of the cell-replicates, each trial once. */
 static json_t *usage_by_arm(const struct cref *refs, size_t n)
 {
 	struct acc {
@@ -285,13 +333,8 @@ static json_t *usage_by_arm(const struct cref *refs, size_t n)
 	} acc[NARMS];
 	memset(acc, 0, sizeof(acc));
 	int seen_arm[NARMS] = {0};
-	for (size_t i = 0; i < n;) {
-		unsigned mask = 0;
-		size_t j = i;
-		for (; j < n && refs[j].r == refs[i].r; j++) {
-			const struct direction *d = &directions[refs[j].dir];
-			mask |= 1u << d->source | 1u << d->base | 1u << d->skill;
-		}
+	for (size_t i = 0, j; i < n; i = j) {
+		unsigned mask = replicate_arms(refs, n, i, &j);
 		for (int a = 0; a < NARMS; a++) {
 			if (!(mask & (1u << a)))
 				continue;
@@ -313,7 +356,6 @@ static json_t *usage_by_arm(const struct cref *refs, size_t n)
 				u->cost += e->cost;
 			u->agent_s += e->agent_s > 0 ? e->agent_s : 0;
 		}
-		i = j;
 	}
 	json_t *o = json_object();
 	for (int a = 0; a < NARMS; a++) {
@@ -340,13 +382,8 @@ static json_t *heldout_by_arm(const struct cref *refs, size_t n)
 	size_t cnt[NARMS] = {0}, hit[NARMS][REPORT_NTHRESHOLDS];
 	memset(hit, 0, sizeof(hit));
 	size_t any = 0;
-	for (size_t i = 0; i < n;) {
-		unsigned mask = 0;
-		size_t j = i;
-		for (; j < n && refs[j].r == refs[i].r; j++) {
-			const struct direction *d = &directions[refs[j].dir];
-			mask |= 1u << d->source | 1u << d->base | 1u << d->skill;
-		}
+	for (size_t i = 0, j; i < n; i = j) {
+		unsigned mask = replicate_arms(refs, n, i, &j);
 		for (int a = 0; a < NARMS; a++) {
 			const struct rec *e = &refs[i].r->arm[a];
 			if (!(mask & (1u << a)) || !e->present || e->heldout_passed < 0)
@@ -357,7 +394,6 @@ static json_t *heldout_by_arm(const struct cref *refs, size_t n)
 				hit[a][t] += e->heldout_passed == 1 && (e->heldout_speedup >= report_thresholds[t] ||
 									report_thresholds[t] == 0);
 		}
-		i = j;
 	}
 	if (!any)
 		return NULL;
@@ -375,6 +411,35 @@ static json_t *heldout_by_arm(const struct cref *refs, size_t n)
 		json_object_set_new(g, "S", json_real(100 * sum / REPORT_NTHRESHOLDS));
 		json_object_set_new(o, arm_names[a], g);
 	}
+	return o;
+}
+
+/* (ours) Per arm, the share of the speed-of-light floor its passing trials
+ * reached: floor / kernel median, the geometric mean over the trials whose
+ * floor is known (each trial once); NULL when no trial of the group has one.
+ * The model's overall adds intervals (sol_intervals). */
+static json_t *sol_by_arm(const struct cref *refs, size_t n)
+{
+	size_t cnt[NARMS] = {0}, any = 0;
+	double logsum[NARMS] = {0};
+	for (size_t i = 0, j; i < n; i = j) {
+		unsigned mask = replicate_arms(refs, n, i, &j);
+		for (int a = 0; a < NARMS; a++) {
+			const struct rec *e = &refs[i].r->arm[a];
+			if (!(mask & (1u << a)) || !e->present || !(e->sol > 0))
+				continue;
+			cnt[a]++;
+			any++;
+			logsum[a] += log(e->sol);
+		}
+	}
+	if (!any)
+		return NULL;
+	json_t *o = json_object();
+	for (int a = 0; a < NARMS; a++)
+		if (cnt[a])
+			json_object_set_new(o, arm_names[a], json_pack("{s:I, s:f}", "n_trials", (json_int_t)cnt[a],
+				"fraction", exp(logsum[a] / (double)cnt[a])));
 	return o;
 }
 
@@ -403,6 +468,9 @@ static json_t *group_metrics(const struct cref *refs, size_t n)
 	json_t *held = heldout_by_arm(refs, n);
 	if (held)
 		json_object_set_new(o, "heldout", held);
+	json_t *sol = sol_by_arm(refs, n);
+	if (sol)
+		json_object_set_new(o, "sol", sol);
 	return o;
 }
 
@@ -839,6 +907,17 @@ static json_t *group_json(const struct cmp *cmps, size_t n, int group, const dou
 	return o;
 }
 
+/* The 95% percentile interval of x[0..B), the resamples' values of a
+ * statistic (NaN where its group was empty; x is sorted in place); NaNs
+ * when the group is empty in more than half of them. */
+static void percentile_ci(double *x, size_t B, double ci[2])
+{
+	size_t k = stats_sort(x, B);
+	int ok = k >= B / 2 && k > 0;
+	ci[0] = ok ? stats_quantile_sorted(x, k, 0.025) : NAN;
+	ci[1] = ok ? stats_quantile_sorted(x, k, 0.975) : NAN;
+}
+
 /* A comparison's cell: its direction and source standing. Every group is a
  * union of cells. */
 #define NCELLS (2 * NSTANDING)
@@ -932,14 +1011,8 @@ static void bootstrap(const struct cmp *cmps, size_t n, const size_t *start, siz
 		}
 	}
 	for (int g = 0; g < NGROUPS; g++)
-		for (int s = 0; s < NSTATS; s++) {
-			double *x = &samples[((size_t)g * NSTATS + (size_t)s) * B];
-			size_t k = stats_sort(x, B);
-			/* a group absent from most resamples has no interval */
-			int ok = k >= B / 2 && k > 0;
-			ci[g][s][0] = ok ? stats_quantile_sorted(x, k, 0.025) : NAN;
-			ci[g][s][1] = ok ? stats_quantile_sorted(x, k, 0.975) : NAN;
-		}
+		for (int s = 0; s < NSTATS; s++)
+			percentile_ci(&samples[((size_t)g * NSTATS + (size_t)s) * B], B, ci[g][s]);
 	free(samples);
 	free(w);
 	free(kw);
@@ -947,6 +1020,79 @@ static void bootstrap(const struct cmp *cmps, size_t n, const size_t *start, siz
 	free(unit);
 	free(kinds);
 	free(ulogr);
+}
+
+/* (ours) The 95% percentile intervals of each arm's speed-of-light
+ * fraction in sol (the model's overall, from sol_by_arm) over o->bootstrap
+ * two-level resamples of the trials with a fraction: problems, then
+ * replicates within each drawn problem, from the paired bootstrap's seed
+ * (a generator of their own: the paired intervals do not move). Only where
+ * some problem has 2 or more such replicates; "ci" is null otherwise. */
+static void sol_intervals(const struct config *c, const struct report_opts *o, json_t *sol)
+{
+	if (!sol)
+		return;
+	size_t nunits = 0, nclusters = 0, max_reps = 0, B = (size_t)o->bootstrap;
+	for (size_t p = 0; p < c->nprobs; p++)
+		nunits += c->probs[p].nreps;
+	/* per unit (replicate) and arm: trials with a fraction (0 or 1), log fraction */
+	double (*cnt)[NARMS] = xcalloc(nunits ? nunits : 1, sizeof(*cnt));
+	double (*logfrac)[NARMS] = xcalloc(nunits ? nunits : 1, sizeof(*logfrac));
+	size_t *start = xmalloc((c->nprobs + 1) * sizeof(*start));
+	nunits = 0;
+	for (size_t p = 0; p < c->nprobs; p++) {
+		size_t first = nunits;
+		for (size_t r = 0; r < c->probs[p].nreps; r++) {
+			const struct rep *rp = &c->probs[p].reps[r];
+			int any = 0;
+			for (int a = ARM_SOLO_CUTE; a <= ARM_T2C; a++) {
+				if (!rp->arm[a].present || !(rp->arm[a].sol > 0))
+					continue;
+				cnt[nunits][a] = 1;
+				logfrac[nunits][a] = log(rp->arm[a].sol);
+				any = 1;
+			}
+			nunits += (size_t)any;
+		}
+		if (nunits > first) {
+			start[nclusters++] = first;
+			if (nunits - first > max_reps)
+				max_reps = nunits - first;
+		}
+	}
+	start[nclusters] = nunits;
+	double ci[NARMS][2];
+	for (int a = 0; a < NARMS; a++)
+		ci[a][0] = ci[a][1] = NAN;
+	if (B > 0 && max_reps >= 2) {
+		uint32_t *w = xmalloc(nunits * sizeof(*w));
+		double *samples = xmalloc(NARMS * B * sizeof(*samples));
+		struct stats_rng rng;
+		stats_rng_seed(&rng, o->seed);
+		for (size_t b = 0; b < B; b++) {
+			stats_bootstrap_draw(&rng, start, nclusters, w);
+			double n[NARMS] = {0}, l[NARMS] = {0};
+			for (size_t u = 0; u < nunits; u++)
+				for (int a = 0; a < NARMS; a++) {
+					n[a] += w[u] * cnt[u][a];
+					l[a] += w[u] * logfrac[u][a];
+				}
+			for (int a = 0; a < NARMS; a++)
+				samples[(size_t)a * B + b] = n[a] > 0 ? exp(l[a] / n[a]) : NAN;
+		}
+		for (int a = 0; a < NARMS; a++)
+			percentile_ci(&samples[(size_t)a * B], B, ci[a]);
+		free(samples);
+		free(w);
+	}
+	for (int a = 0; a < NARMS; a++) {
+		json_t *arm = json_object_get(sol, arm_names[a]);
+		if (arm)
+			json_object_set_new(arm, "ci", pair_json(ci[a][0], ci[a][1]));
+	}
+	free(start);
+	free(logfrac);
+	free(cnt);
 }
 
 static json_t *paired_json(struct config *c, const struct report_opts *o, struct cmp **keep_cmps,
@@ -1117,7 +1263,9 @@ struct report *report_compute(struct store *s, const struct catalog *catalog, co
 		struct config *c = &rep->data.cfg[i];
 		json_t *m = json_pack("{s:s, s:s, s:I, s:I}", "model", c->model, "decoding", c->decoding,
 				      "n_trials", (json_int_t)c->ntrials, "n_other_arms", (json_int_t)c->nother);
-		json_object_set_new(m, "overall", overall_json(c));
+		json_t *ov = overall_json(c);
+		sol_intervals(c, o, json_object_get(ov, "sol"));
+		json_object_set_new(m, "overall", ov);
 		json_object_set_new(m, "paired", paired_json(c, o, &rep->cmps[i], &rep->ncmps[i]));
 		json_array_append_new(models, m);
 		cells_json(c, &rep->cells, &rep->ncells, &rep->cap);

@@ -84,13 +84,9 @@ static void fmt_num(char *out, const char *fmt, double v)
 		snprintf(out, CELL, "-");
 }
 
-/* "0.34 [0.26, 0.42]" with an interval from bootstrap_ci or the Wilson one. */
-static void fmt_rate(char *out, const json_t *g, const char *stat, const char *wilson, int percent)
+/* "0.34 [0.26, 0.42]": v and its interval ci ([lo, hi], or none). */
+static void fmt_interval(char *out, double v, const json_t *ci, int percent)
 {
-	double v = num(g, stat);
-	const json_t *ci = json_object_get(json_object_get(g, "bootstrap_ci"), stat);
-	if (!json_is_array(ci) && wilson)
-		ci = json_object_get(g, wilson);
 	if (!isfinite(v)) {
 		snprintf(out, CELL, "-");
 		return;
@@ -106,6 +102,15 @@ static void fmt_rate(char *out, const json_t *g, const char *stat, const char *w
 	} else {
 		snprintf(out, CELL, "%s", a);
 	}
+}
+
+/* A rate with its interval from bootstrap_ci or the Wilson one. */
+static void fmt_rate(char *out, const json_t *g, const char *stat, const char *wilson, int percent)
+{
+	const json_t *ci = json_object_get(json_object_get(g, "bootstrap_ci"), stat);
+	if (!json_is_array(ci) && wilson)
+		ci = json_object_get(g, wilson);
+	fmt_interval(out, num(g, stat), ci, percent);
 }
 
 static void fmt_p(char *out, const json_t *g, const char *test)
@@ -247,6 +252,25 @@ static int write_model(FILE *f, const json_t *m, int md)
 		bad |= table_print(f, &t);
 		bad |= fputc('\n', f) == EOF;
 	}
+	const json_t *sol = json_object_get(ov, "sol");
+	if (json_is_object(sol)) {
+		static const char *const head[] = {"speed of light", "trials", "floor / kernel (geomean)"};
+		int with_ci = 0;
+		json_object_foreach((json_t *)sol, k, g)
+			with_ci |= json_is_array(json_object_get(g, "ci"));
+		bad |= fprintf(f, "%sSpeed of light (ours): the floor / the kernel median of passing trials whose "
+			       "floor is known%s\n%s", h2, with_ci ? "; 95% bootstrap intervals" : "",
+			       md ? "\n" : "") < 0;
+		table_init(&t, md, head, 3);
+		json_object_foreach((json_t *)sol, k, g) {
+			char (*r)[CELL] = table_row(&t);
+			snprintf(r[0], CELL, "%s", k);
+			snprintf(r[1], CELL, "%lld", (long long)json_integer_value(json_object_get(g, "n_trials")));
+			fmt_interval(r[2], num(g, "fraction"), json_object_get(g, "ci"), 0);
+		}
+		bad |= table_print(f, &t);
+		bad |= fputc('\n', f) == EOF;
+	}
 	return bad ? -1 : 0;
 }
 
@@ -371,6 +395,10 @@ int report_write_csv(FILE *f, const json_t *results)
 							"n_output_tokens", "agent_sec"};
 			for (size_t j = 0; j < ARRAY_SIZE(u); j++)
 				csv_row(&c, "usage", k, u[j], num(g, u[j]), NULL);
+		}
+		json_object_foreach((json_t *)json_object_get(ov, "sol"), k, g) {
+			csv_row(&c, "sol", k, "n_trials", num(g, "n_trials"), NULL);
+			csv_row(&c, "sol", k, "fraction", num(g, "fraction"), json_object_get(g, "ci"));
 		}
 		bad |= c.bad;
 	}

@@ -132,6 +132,7 @@ struct trial_result {
 	double speedup, kernel_ms, eager_ms;
 	int heldout_passed;           /* (ours) the held-out final evaluation's; -1: none */
 	double heldout_speedup;
+	const char *gpu, *workload;   /* the final evaluation's (NULL: none) */
 	long long input_tokens, cached_tokens, output_tokens;
 	double cost_usd, agent_s;
 	int wrote_skill;              /* the attempt left a non-empty SKILL.md */

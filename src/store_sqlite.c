@@ -724,7 +724,7 @@ static int sq_trial_results(struct store *s, const char *model,
 		" t.problem, t.replicate, t.attempt, e.passed, e.speedup, e.kernel_ms, e.eager_ms,"
 		" a.input_tokens, a.cached_tokens, a.output_tokens, a.cost_usd, a.agent_s,"
 		" a.skill_out IS NOT NULL AND a.skill_out <> '', a.skill_in_tokens, a.skill_out_tokens,"
-		" h.passed, h.speedup"
+		" h.passed, h.speedup, e.gpu, e.workload"
 		" FROM trials t LEFT JOIN attempts a ON a.id = t.attempt"
 		" LEFT JOIN evaluations e ON e.id = a.final_evaluation"
 		" LEFT JOIN evaluations h ON h.id = a.heldout_evaluation"
@@ -761,6 +761,8 @@ static int sq_trial_results(struct store *s, const char *model,
 			.skill_out_tokens = column_count(st, 22),
 			.heldout_passed = sqlite3_column_type(st, 23) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 23),
 			.heldout_speedup = column_real(st, 24),
+			.gpu = (const char *)sqlite3_column_text(st, 25),
+			.workload = (const char *)sqlite3_column_text(st, 26),
 		};
 		if ((stop = fn(&t, arg)) != 0)
 			break;

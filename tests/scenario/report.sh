@@ -6,11 +6,13 @@
 PYSTATS=${MKB_PYTHON_STATS:-$TOP/build/python-stats}
 
 # mkstore DB < spec: one trial a line,
-#   model problem replicate arm status passed speedup skill cost [archived]
+#   model problem replicate arm status passed speedup skill cost [archived [kernel_ms gpu]]
 # passed 1/0/- (- : no final evaluation), speedup a number or -, skill y/n
-# (the attempt left a SKILL.md), cost a number or - (unknown). A skipped
-# trial has no attempt. Every attempt used 1000 input tokens (100 cached),
-# 50 output tokens and 10 s.
+# (the attempt left a SKILL.md), cost a number or - (unknown); kernel_ms
+# (the final evaluation's median) a number or -, gpu its name with _ for a
+# space or - (none). A skipped trial has no attempt. Every attempt used 1000
+# input tokens (100 cached), 50 output tokens and 10 s; every evaluation is
+# of the visible workload.
 cat >"$TMP/mkstore.py" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
@@ -21,16 +23,18 @@ for line in sys.stdin.read().splitlines():
     f = line.split()
     model, prob, rep, arm, status, passed, speed, skill, cost = f[:9]
     archived = int(f[9]) if len(f) > 9 else 0
+    kernel_ms = float(f[10]) if len(f) > 10 and f[10] != "-" else None
+    gpu = f[11].replace("_", " ") if len(f) > 11 and f[11] != "-" else None
     dsl = "tirx" if arm in ("solo_tirx", "cutedsl2tirx_skill") else "cutedsl"
     attempt = None
     if status != "skipped":
         ev = None
         if passed != "-":
             cur = db.execute("INSERT INTO evaluations (started_at, problem, dsl, workload, device, kernel_path,"
-                             " problem_sha256, grader_sha256, options, status, passed, speedup)"
-                             " VALUES (?, ?, ?, 'visible', 'cuda', 'k.py', 'x', 'x', '{}', ?, ?, ?)",
+                             " problem_sha256, grader_sha256, options, status, passed, speedup, kernel_ms, gpu)"
+                             " VALUES (?, ?, ?, 'visible', 'cuda', 'k.py', 'x', 'x', '{}', ?, ?, ?, ?, ?)",
                              (now, int(prob), dsl, "passed" if passed == "1" else "failed", int(passed),
-                              None if speed == "-" else float(speed)))
+                              None if speed == "-" else float(speed), kernel_ms, gpu))
             ev = cur.lastrowid
         cur = db.execute("INSERT INTO attempts (started_at, problem, dsl, model, arm, workdir, options, status,"
                          " final_evaluation, input_tokens, cached_tokens, output_tokens, cost_usd, agent_s, skill_out)"
@@ -383,6 +387,73 @@ PY
 		--runs-dir "$PWD/hruns" --store plain.db >/dev/null
 	[ "$(python3 -c "import sqlite3; print(sqlite3.connect(\"plain.db\").execute(\"select count(heldout_evaluation) from attempts\").fetchone()[0])")" = 0 ]
 	! "$MKB" report --store plain.db --bootstrap 0 | grep -q "Held-out"
+'
+
+# Speed of light: problem 28 (fused_add_rmsnorm), visible workload tokens
+# 14509, hidden 4096, bf16: bytes = 14509 x 4096 x 2 x 3 + 4096 x 2 =
+# 356,581,376 and FLOPs = 14509 x 4096 x 5 = 297,144,320. On the H200
+# (4.16e12 B/s, 785e12 FLOP/s) memory bounds it: floor F = 356581376 /
+# 4.16e12 s = 0.08571667692307692 ms. A fraction is F / kernel_ms of a
+# passing trial graded on an H200; the failed trial, the A100's, the one
+# without a GPU and the one without a median have none.
+cat >"$TMP/sol.spec" <<'S'
+s 28 1 solo_cutedsl passed 1 2.0 y 0.01 0 0.1 NVIDIA_H200
+s 28 1 solo_tirx passed 1 1.0 y 0.01 0 0.2 NVIDIA_H200
+s 28 1 cutedsl2tirx_skill passed 1 1.5 y 0.01 0 0.4 NVIDIA_H200
+s 28 1 tirx2cutedsl_skill failed 0 - y 0.01 0 0.05 NVIDIA_H200
+s 28 2 solo_cutedsl passed 1 0.5 y 0.01 0 0.4 NVIDIA_H200
+s 28 2 solo_tirx passed 1 1.0 y 0.01 0 0.2 NVIDIA_A100
+s 28 2 cutedsl2tirx_skill passed 1 2.0 y 0.01 0 0.1 NVIDIA_H200
+s 28 2 tirx2cutedsl_skill passed 1 1.0 y 0.01 0 - NVIDIA_H200
+s 28 3 solo_cutedsl passed 1 2.0 y 0.01 0 0.1 NVIDIA_H200
+s 28 3 solo_tirx passed 1 1.0 y 0.01 0 0.2 -
+s 28 3 cutedsl2tirx_skill skipped - - n -
+s 28 3 tirx2cutedsl_skill passed 1 1.0 y 0.01 0 0.2 NVIDIA_H200
+S
+
+expect 'speed of light per arm: floor / kernel median, geometric mean over passing trials with a floor, bootstrap interval' '
+	mkstore sol.db <"$TMP/sol.spec"
+	"$MKB" report --store sol.db --format json >s.json
+	o() { jget "models.0.overall.sol.$1" <s.json; }
+	# solo_cutedsl: F/0.1, F/0.4, F/0.1 -> F / (0.1 x 0.4 x 0.1)^(1/3) = F / 0.004^(1/3)
+	[ "$(o solo_cutedsl.n_trials)" = 3 ]
+	near "$(o solo_cutedsl.fraction)" 0.5399812279
+	# solo_tirx: replicate 1 only (2 on an A100, 3 without a GPU): F/0.2
+	[ "$(o solo_tirx.n_trials)" = 1 ]
+	near "$(o solo_tirx.fraction)" 0.4285833846
+	# cutedsl2tirx: F/0.4, F/0.1 -> F/0.2; tirx2cutedsl: replicate 3 only, F/0.2
+	[ "$(o cutedsl2tirx_skill.n_trials)" = 2 ]
+	near "$(o cutedsl2tirx_skill.fraction)" 0.4285833846
+	[ "$(o tirx2cutedsl_skill.n_trials)" = 1 ]
+	near "$(o tirx2cutedsl_skill.fraction)" 0.4285833846
+	# The bootstrap draws the one problem, then its 3 replicates with
+	# replacement. solo_cutedsl: all three draws replicate 2 has p = 1/27 >
+	# 2.5%, none of it p = 8/27: the interval is [F/0.4, F/0.1]; so is
+	# cutedsl2tirx'"'"'s (replicate 1 alone p = 7/27, replicate 2 alone 7/27).
+	# An arm of one trial: [F/0.2, F/0.2] (it is missing from 8/27 < 1/2).
+	near "$(o solo_cutedsl.ci.0)" 0.2142916923
+	near "$(o solo_cutedsl.ci.1)" 0.8571667692
+	near "$(o cutedsl2tirx_skill.ci.0)" 0.2142916923
+	near "$(o cutedsl2tirx_skill.ci.1)" 0.8571667692
+	near "$(o solo_tirx.ci.0)" 0.4285833846
+	near "$(o solo_tirx.ci.1)" 0.4285833846
+	# the same point figures in the cells and families, without intervals
+	near "$(jget cells.0.sol.solo_cutedsl.fraction <s.json)" 0.5399812279
+	[ "$(jget models.0.overall.by_category.mlp_norm.sol.solo_tirx.n_trials <s.json)" = 1 ]
+	# --bootstrap 0: no interval
+	"$MKB" report --store sol.db --format json --bootstrap 0 | jget models.0.overall.sol.solo_cutedsl.ci >ci0
+	[ "$(cat ci0)" = null ]
+	"$MKB" report --store sol.db >s.txt
+	grep -q "^Speed of light (ours)" s.txt
+	grep -q "^solo_cutedsl  *3  *0.54 \[0.21, 0.86\]$" s.txt
+	"$MKB" report --store sol.db --format csv >s.csv
+	grep -q "^\"s\",\"{}\",\"sol\",\"solo_tirx\",\"fraction\",0.4285833846,0.4285833846,0.4285833846$" s.csv
+	"$MKB" report --store sol.db --format html -o s.html
+	grep -q "Speed of light (ours)" s.html
+	# a store without floors reports none (the hand-worked store)
+	[ -s hand.db ] || mkstore hand.db <"$TMP/hand.spec"
+	! "$MKB" report --store hand.db --format json | grep -q "\"sol\""
+	! "$MKB" report --store hand.db | grep -q "Speed of light"
 '
 
 expect 'the report only reads: a missing store is an error and is not created; bad flags are usage errors' '
