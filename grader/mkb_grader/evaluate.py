@@ -230,6 +230,10 @@ class Evaluation:
         if self.arena_in is None or self.arena_in.size < size:
             self._grow(in_size=size)
         arena.write(self.arena_in, inputs, desc)
+        if self.device == "cuda":
+            # the copies into a device arena are asynchronous: done before
+            # the candidate reads them
+            torch.cuda.synchronize()
         self.ask({"op": "prepare", "inputs": desc, "spin": SPIN_S, "warm": WARM})
 
     def _grow(self, in_size=None, out_size=None):

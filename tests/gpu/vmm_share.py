@@ -42,6 +42,7 @@ def main():
     t0 = time.perf_counter()
     a = arena.make(size, "gpu")
     made_ms = (time.perf_counter() - t0) * 1e3
+    size = a.size
     a.bytes.fill_(0)
     a.bytes[: size // 2].fill_(3)
     torch.cuda.synchronize()
@@ -54,14 +55,20 @@ def main():
         where = "new user and PID namespaces"
     except (OSError, subprocess.CalledProcessError):
         where = "the same namespaces (unshare refused)"
-    proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),))
+    proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stderr=subprocess.PIPE, text=True)
     child.close()
     socket.send_fds(parent, [str(a.size).encode()], [a.fd])
     seen = int(parent.recv(64) or b"-1")
     torch.cuda.synchronize()
     written = int(a.bytes[size // 2:].to(torch.int64).sum())
-    parent.sendall(b"x")
-    rc = proc.wait(timeout=60)
+    try:
+        parent.sendall(b"x")
+    except BrokenPipeError:
+        pass
+    _, err = proc.communicate(timeout=60)
+    rc = proc.returncode
+    if rc:
+        print("child stderr:\n" + "\n".join(err.splitlines()[-8:]))
     want_seen, want_written = 3 * (a.size // 2), 7 * (a.size - a.size // 2)
     ok = rc == 0 and seen == want_seen and written == want_written
     print(f"vmm: {'ok' if ok else 'FAILED'} (child in {where}, {a.size >> 20} MiB, created in "
