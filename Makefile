@@ -13,7 +13,7 @@ PKG_LIBS ?= $(shell pkg-config --libs $(PKGS))
 CFLAGS_BASE = -std=c17 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -Wshadow \
 	-Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral -Wvla \
 	$(if $(filter 1,$(PG)),,-DMKB_NO_POSTGRES) $(PKG_CFLAGS)
-LDLIBS = $(PKG_LIBS) -lm
+LDLIBS = $(PKG_LIBS) -lm -pthread
 CFLAGS ?= -O2 -g
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 

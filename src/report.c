@@ -3,9 +3,12 @@
 #include "report.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sol.h"
 #include "stats.h"
@@ -1095,8 +1098,15 @@ static void sol_intervals(const struct config *c, const struct report_opts *o, j
 	free(cnt);
 }
 
-static json_t *paired_json(struct config *c, const struct report_opts *o, struct cmp **keep_cmps,
-			   size_t *keep_n)
+/* A model's comparisons, the bootstrap's clusters of them, its intervals. */
+struct paired {
+	struct cmp *cmps;
+	size_t n, nunits, nclusters, max_reps;
+	size_t *start;                  /* the clusters' first units, then nunits */
+	double (*ci)[NSTATS][2];        /* per group and statistic; NULL: no bootstrap */
+};
+
+static void paired_prepare(struct config *c, const struct report_opts *o, struct paired *pd)
 {
 	size_t cap = 0;
 	for (size_t p = 0; p < c->nprobs; p++)
@@ -1145,23 +1155,70 @@ static json_t *paired_json(struct config *c, const struct report_opts *o, struct
 		}
 	}
 	start[nclusters] = nunits;
+	*pd = (struct paired){cmps, n, nunits, nclusters, max_reps, start, NULL};
+	if (o->bootstrap > 0 && max_reps >= 2)
+		pd->ci = xmalloc(NGROUPS * sizeof(*pd->ci));
+}
 
-	double (*ci)[NSTATS][2] = NULL;
-	json_t *boot = json_null();
-	if (o->bootstrap > 0 && max_reps >= 2) {
-		ci = xmalloc(NGROUPS * sizeof(*ci));
-		bootstrap(cmps, n, start, nclusters, o, ci);
-		boot = json_pack("{s:i, s:I, s:I, s:I, s:f, s:s}", "resamples", o->bootstrap,
-				 "seed", (json_int_t)o->seed, "problems", (json_int_t)nclusters,
-				 "replicates", (json_int_t)nunits, "level", 0.95, "method",
-				 "percentile; problems resampled, then replicates within each drawn problem");
+/* The models' bootstraps, next[0] counting off the ones taken. */
+struct boot_queue {
+	struct paired *pd;
+	size_t n;
+	const struct report_opts *o;
+	atomic_size_t next;
+};
+
+static void *boot_worker(void *arg)
+{
+	struct boot_queue *q = arg;
+	for (size_t i; (i = atomic_fetch_add(&q->next, 1)) < q->n;) {
+		struct paired *p = &q->pd[i];
+		if (p->ci)
+			bootstrap(p->cmps, p->n, p->start, p->nclusters, q->o, p->ci);
 	}
+	return NULL;
+}
+
+/* Every model's bootstrap intervals. The models' bootstraps are independent
+ * (each draws from its own generator seeded by --seed), so they run in
+ * threads, up to one per processor, with the results of one after another. */
+static void bootstrap_models(struct paired *pd, size_t n, const struct report_opts *o)
+{
+	enum { MAX_THREADS = 16 };
+	struct boot_queue q = {pd, n, o, 0};
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	/* threads besides this one, which takes models too */
+	size_t extra = cpus > 1 ? (size_t)cpus - 1 : 0, started = 0;
+	if (extra > MAX_THREADS - 1)
+		extra = MAX_THREADS - 1;
+	if (n < extra + 1)
+		extra = n > 0 ? n - 1 : 0;
+	pthread_t threads[MAX_THREADS - 1];
+	for (; started < extra; started++) /* a thread that cannot start leaves its share to the others */
+		if (pthread_create(&threads[started], NULL, boot_worker, &q) != 0)
+			break;
+	boot_worker(&q);
+	for (size_t t = 0; t < started; t++)
+		if (pthread_join(threads[t], NULL) != 0)
+			BUG("pthread_join failed");
+}
+
+static json_t *paired_json(const struct paired *pd, const struct report_opts *o)
+{
+	const struct cmp *cmps = pd->cmps;
+	size_t n = pd->n;
+	double (*ci)[NSTATS][2] = pd->ci;
+	json_t *boot = json_null();
+	if (ci)
+		boot = json_pack("{s:i, s:I, s:I, s:I, s:f, s:s}", "resamples", o->bootstrap,
+				 "seed", (json_int_t)o->seed, "problems", (json_int_t)pd->nclusters,
+				 "replicates", (json_int_t)pd->nunits, "level", 0.95, "method",
+				 "percentile; problems resampled, then replicates within each drawn problem");
 	json_t *groups = json_object(), *standing = json_object();
 	for (int g = G_ALL; g <= G_DIR1; g++)
 		json_object_set_new(groups, group_names[g], group_json(cmps, n, g, ci));
 	for (int g = G_ABOVE; g <= G_BELOW; g++)
 		json_object_set_new(standing, group_names[g], group_json(cmps, n, g, ci));
-	free(ci);
 
 	/* reverse-direction consistency: same problem and replicate, other direction */
 	long helped = 0, rev[4] = {0}; /* helped, harmed, neutral, unresolved */
@@ -1183,9 +1240,6 @@ static json_t *paired_json(struct config *c, const struct report_opts *o, struct
 		"share_helped", known ? json_real((double)rev[0] / (double)known) : json_null(),
 		"share_harmed", known ? json_real((double)rev[1] / (double)known) : json_null());
 
-	free(start);
-	*keep_cmps = cmps;
-	*keep_n = n;
 	return json_pack("{s:f, s:f, s:I, s:o, s:o, s:o, s:o}", "e_fail", o->e_fail, "delta", o->delta,
 			 "n_comparisons", (json_int_t)n, "bootstrap", boot, "groups", groups,
 			 "by_source_standing", standing, "reverse", reverse);
@@ -1258,6 +1312,10 @@ struct report *report_compute(struct store *s, const struct catalog *catalog, co
 	size_t nc = rep->data.ncfg;
 	rep->cmps = xcalloc(nc ? nc : 1, sizeof(*rep->cmps));
 	rep->ncmps = xcalloc(nc ? nc : 1, sizeof(*rep->ncmps));
+	struct paired *pd = xcalloc(nc ? nc : 1, sizeof(*pd));
+	for (size_t i = 0; i < nc; i++)
+		paired_prepare(&rep->data.cfg[i], o, &pd[i]);
+	bootstrap_models(pd, nc, o);
 	json_t *models = json_array();
 	for (size_t i = 0; i < nc; i++) {
 		struct config *c = &rep->data.cfg[i];
@@ -1266,10 +1324,15 @@ struct report *report_compute(struct store *s, const struct catalog *catalog, co
 		json_t *ov = overall_json(c);
 		sol_intervals(c, o, json_object_get(ov, "sol"));
 		json_object_set_new(m, "overall", ov);
-		json_object_set_new(m, "paired", paired_json(c, o, &rep->cmps[i], &rep->ncmps[i]));
+		json_object_set_new(m, "paired", paired_json(&pd[i], o));
+		rep->cmps[i] = pd[i].cmps;
+		rep->ncmps[i] = pd[i].n;
+		free(pd[i].start);
+		free(pd[i].ci);
 		json_array_append_new(models, m);
 		cells_json(c, &rep->cells, &rep->ncells, &rep->cap);
 	}
+	free(pd);
 	json_t *r = json_pack("{s:o, s:s, s:s, s:{s:o, s:f, s:f, s:I, s:i}, s:o}", "legend", legend(),
 			      "generator", "mkb report", "store", store_path, "options",
 			      "model", o->model ? json_string(o->model) : json_null(), "e_fail", o->e_fail,
