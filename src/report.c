@@ -1179,27 +1179,42 @@ static void *boot_worker(void *arg)
 	return NULL;
 }
 
-/* Every model's bootstrap intervals. The models' bootstraps are independent
- * (each draws from its own generator seeded by --seed), so they run in
- * threads, up to one per processor, with the results of one after another. */
-static void bootstrap_models(struct paired *pd, size_t n, const struct report_opts *o)
+/* Every model's bootstrap intervals, computed in threads: the models'
+ * bootstraps are independent (each draws from its own generator seeded by
+ * --seed), so in any order they give the intervals of one after another.
+ * boot_start starts up to a thread per processor but one; boot_finish has
+ * the calling thread take what is left, then waits for the others. */
+enum { BOOT_MAX_THREADS = 16 };
+
+struct boot_pool {
+	struct boot_queue q;
+	pthread_t threads[BOOT_MAX_THREADS - 1];
+	size_t started;
+};
+
+static void boot_start(struct boot_pool *bp, struct paired *pd, size_t n, const struct report_opts *o)
 {
-	enum { MAX_THREADS = 16 };
-	struct boot_queue q = {pd, n, o, 0};
+	bp->q.pd = pd;
+	bp->q.n = n;
+	bp->q.o = o;
+	atomic_init(&bp->q.next, 0);
+	bp->started = 0;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	/* threads besides this one, which takes models too */
-	size_t extra = cpus > 1 ? (size_t)cpus - 1 : 0, started = 0;
-	if (extra > MAX_THREADS - 1)
-		extra = MAX_THREADS - 1;
-	if (n < extra + 1)
-		extra = n > 0 ? n - 1 : 0;
-	pthread_t threads[MAX_THREADS - 1];
-	for (; started < extra; started++) /* a thread that cannot start leaves its share to the others */
-		if (pthread_create(&threads[started], NULL, boot_worker, &q) != 0)
-			break;
-	boot_worker(&q);
-	for (size_t t = 0; t < started; t++)
-		if (pthread_join(threads[t], NULL) != 0)
+	size_t extra = cpus > 1 ? (size_t)cpus - 1 : 0;
+	if (extra > BOOT_MAX_THREADS - 1)
+		extra = BOOT_MAX_THREADS - 1;
+	if (extra > n)
+		extra = n;
+	/* a thread that cannot start leaves its share to the others */
+	while (bp->started < extra && pthread_create(&bp->threads[bp->started], NULL, boot_worker, &bp->q) == 0)
+		bp->started++;
+}
+
+static void boot_finish(struct boot_pool *bp)
+{
+	boot_worker(&bp->q);
+	for (size_t t = 0; t < bp->started; t++)
+		if (pthread_join(bp->threads[t], NULL) != 0)
 			BUG("pthread_join failed");
 }
 
@@ -1315,7 +1330,9 @@ struct report *report_compute(struct store *s, const struct catalog *catalog, co
 	struct paired *pd = xcalloc(nc ? nc : 1, sizeof(*pd));
 	for (size_t i = 0; i < nc; i++)
 		paired_prepare(&rep->data.cfg[i], o, &pd[i]);
-	bootstrap_models(pd, nc, o);
+	/* the bootstraps run while this thread builds the scores */
+	struct boot_pool *pool = xmalloc(sizeof(*pool));
+	boot_start(pool, pd, nc, o);
 	json_t *models = json_array();
 	for (size_t i = 0; i < nc; i++) {
 		struct config *c = &rep->data.cfg[i];
@@ -1324,13 +1341,17 @@ struct report *report_compute(struct store *s, const struct catalog *catalog, co
 		json_t *ov = overall_json(c);
 		sol_intervals(c, o, json_object_get(ov, "sol"));
 		json_object_set_new(m, "overall", ov);
-		json_object_set_new(m, "paired", paired_json(&pd[i], o));
+		json_array_append_new(models, m);
+		cells_json(c, &rep->cells, &rep->ncells, &rep->cap);
+	}
+	boot_finish(pool);
+	free(pool);
+	for (size_t i = 0; i < nc; i++) {
+		json_object_set_new(json_array_get(models, i), "paired", paired_json(&pd[i], o));
 		rep->cmps[i] = pd[i].cmps;
 		rep->ncmps[i] = pd[i].n;
 		free(pd[i].start);
 		free(pd[i].ci);
-		json_array_append_new(models, m);
-		cells_json(c, &rep->cells, &rep->ncells, &rep->cap);
 	}
 	free(pd);
 	json_t *r = json_pack("{s:o, s:s, s:s, s:{s:o, s:f, s:f, s:I, s:i}, s:o}", "legend", legend(),
