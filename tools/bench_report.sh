@@ -2,12 +2,18 @@
 # Times `mkb report` on a synthetic store of about 100,000 trials: 10 models x
 # 74 problems x 34 replicates x 4 arms = 100,640 trials (random outcomes from
 # a fixed seed; 5% of skill arms skipped, 2% of trials infra errors), built
-# through the real schema. Prints the machine and the times (the best and the
-# median of 5 runs of each format); results/report-bench.md keeps a run.
-#   tools/bench_report.sh [MKB]   (default build/mkb, the optimised build)
+# through the real schema. Prints the machine and, per format, the wall and
+# CPU (user + system) times of 5 runs (best and median); results/report-bench.md
+# keeps a run.
+#   tools/bench_report.sh [MKB [BASELINE]]   (default build/mkb, the optimised build)
+# With BASELINE (another mkb, e.g. built from an earlier commit) both run
+# side by side, interleaved, and their JSON reports (two seeds) must be
+# byte-identical.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 MKB=${1:-$here/build/mkb}
+BASE=${2:-}
+export MKB_ROOT=$here   # the catalog, for a baseline built outside the checkout too
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mkb-bench.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 db=$tmp/bench.db
@@ -55,16 +61,36 @@ print("store: %d trials, %d attempts, %d evaluations, %.1f MB" % (len(trials), l
       db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0] / 1e6))
 PY
 echo "machine: $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(uname -sr)"
-echo "mkb: $MKB"
-for args in "--format json" "--format json --bootstrap 0" "--format text" "--format html"; do
-	times=()
-	for i in 1 2 3 4 5; do
-		s=$(date +%s.%N)
-		"$MKB" report --store "$db" $args >"$tmp/out"
-		e=$(date +%s.%N)
-		times+=("$(python3 -c "print('%.3f' % ($e - $s))")")
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "$BASE" ]; then
+	for seed in 1 7; do
+		"$BASE" report --store "$db" --format json --seed $seed >"$tmp/base.json"
+		"$MKB" report --store "$db" --format json --seed $seed >"$tmp/new.json"
+		cmp "$tmp/base.json" "$tmp/new.json" || { echo "the JSON reports differ (seed $seed)"; exit 1; }
 	done
-	sorted=$(printf '%s\n' "${times[@]}" | sort -n)
-	printf 'mkb report %-28s best %s s, median %s s, output %s bytes\n' "$args" "$(head -1 <<<"$sorted")" \
-		"$(sed -n 3p <<<"$sorted")" "$(wc -c <"$tmp/out")"
-done
+	echo "JSON identical to the baseline's (seeds 1 and 7, $(wc -c <"$tmp/new.json") bytes)"
+fi
+python3 - "$db" "$tmp/out" "$MKB" $BASE <<'PY'
+import os, resource, statistics, subprocess, sys, time
+db, out, binaries = sys.argv[1], sys.argv[2], sys.argv[3:]
+names = ["mkb"] if len(binaries) == 1 else ["new", "baseline"]
+for args in (["--format", "json"], ["--format", "json", "--bootstrap", "0"], ["--format", "text"],
+             ["--format", "html"]):
+    wall = {n: [] for n in names}
+    cpu = {n: [] for n in names}
+    for _ in range(5):
+        for name, exe in zip(names, binaries):  # interleaved: both see the same load
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            with open(out, "wb") as f:
+                subprocess.run([exe, "report", "--store", db] + args, stdout=f, check=True)
+            t1 = time.perf_counter()
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall[name].append(t1 - t0)
+            cpu[name].append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    for name in names:
+        print("%-9s mkb report %-28s wall best %.3f s, median %.3f s; cpu best %.3f s, median %.3f s; output %d bytes"
+              % (name, " ".join(args), min(wall[name]), statistics.median(wall[name]), min(cpu[name]),
+                 statistics.median(cpu[name]), os.path.getsize(out)))
+PY
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
