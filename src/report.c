@@ -96,7 +96,7 @@ static int arm_index(const char *arm)
  * formulas at the GPU's measured ceilings (src/sol.h), which exist for the
  * H200 only (the name the grader reports contains "H200", the judge's own
  * test); 0 when unknown. Cached per problem for the last workload. */
-static double floor_ms(struct prob *p, const char *workload, const char *gpu)
+static double sol_floor_ms(struct prob *p, const char *workload, const char *gpu)
 {
 	if (!p->cp || !workload || !gpu || !strstr(gpu, "H200"))
 		return 0;
@@ -179,8 +179,8 @@ static int load_row(const struct trial_result *t, void *arg)
 	e->speedup = t->speedup;
 	e->heldout_passed = e->error || e->skipped ? -1 : t->heldout_passed;
 	e->heldout_speedup = t->heldout_speedup;
-	double floor = e->passed && t->kernel_ms > 0 ? floor_ms(p, t->workload, t->gpu) : 0;
-	e->sol = floor > 0 ? floor / t->kernel_ms : 0;
+	double floor_ms = e->passed && t->kernel_ms > 0 ? sol_floor_ms(p, t->workload, t->gpu) : 0;
+	e->sol = floor_ms > 0 ? floor_ms / t->kernel_ms : 0;
 	e->tokens[0] = t->input_tokens;
 	e->tokens[1] = t->cached_tokens;
 	e->tokens[2] = t->output_tokens;
