@@ -150,14 +150,16 @@ class Runner:
                 end = torch.cuda.Event(enable_timing=True)
                 torch.cuda.synchronize()
                 start.record()
+                t0 = time.perf_counter()
                 out = self.solve(*inputs) if msg.get("call", True) else None
+                cpu_ms = (time.perf_counter() - t0) * 1e3
                 end.record()
                 torch.cuda.synchronize()
                 ms = start.elapsed_time(end)
             else:
                 t0 = time.perf_counter()
                 out = self.solve(*inputs) if msg.get("call", True) else None
-                ms = (time.perf_counter() - t0) * 1e3
+                ms = cpu_ms = (time.perf_counter() - t0) * 1e3
         except Exception as exc:
             return failure(exc, "solve")
         del inputs
@@ -169,7 +171,7 @@ class Runner:
                 torch.cuda.synchronize()
         except Exception as exc:
             return failure(exc, "output transfer")
-        return {"ok": True, "ms": ms, "out": desc}
+        return {"ok": True, "ms": ms, "cpu_ms": cpu_ms, "out": desc}
 
     def serve(self):
         from .wire import PeerLost

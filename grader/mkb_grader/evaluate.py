@@ -119,6 +119,7 @@ class Evaluation:
         self.rng = random.Random(seed) if seed is not None else None
         self.arena_in = self.arena_out = None
         self.transfer = {}
+        self.solve_cpu_ms = []  # as the candidate reports it: diagnosis only
         self.ref_err = []  # per float output: the reference's own error, max over draws
         self.lock = gpulock.GpuLock(request.get("gpu_lock")) if self.device == "cuda" else None
         self.result = {
@@ -317,6 +318,9 @@ class Evaluation:
                                     f"{describe_exception(exc)}") from exc
         ms = reply.get("ms")
         ms = float(ms) if isinstance(ms, (int, float)) and ms == ms else None
+        cpu = reply.get("cpu_ms")
+        if isinstance(cpu, (int, float)) and cpu == cpu:
+            self.solve_cpu_ms.append(float(cpu))
         return actual, ms, wall_ms, (views, kept)
 
     def export_cost(self, expected, costs):
@@ -436,11 +440,8 @@ class Evaluation:
         if self.lock:
             self.lock.exclusive()  # the GPU is ours alone from here
         self.enter("warmup")
-        round_trips = []
-        for _ in range(CALIBRATION_CALLS):
-            t0 = time.perf_counter_ns()
-            self.ask({"op": "go", "call": False})
-            round_trips.append((time.perf_counter_ns() - t0) / 1e6)
+        for _ in range(CALIBRATION_CALLS):  # the round trip's own warm-up
+            self._round_trip()
         for _ in range(self.warmup):
             _, inputs = self.draw("warmup")
             with numerics.strict():
@@ -454,40 +455,49 @@ class Evaluation:
         picker = self.rng or random.SystemRandom()
         recheck = set(picker.sample(range(self.timed), min(self.rechecks, self.timed)))
         self.enter("timing")
-        kernel_ms, wall_ms, eager_ms, export_ms = [], [], [], []
+        calls = {"kernel": [], "wall": [], "trip": [], "eager": [], "export": []}
         i = 0
         while i < len(seeds):
-            self._timed_call(i, seeds, i in recheck, clock, kernel_ms, wall_ms, eager_ms, export_ms)
+            self._timed_call(i, seeds, i in recheck, clock, calls)
             i += 1
             # (ours, off by default) more calls while the kernel median's 95%
             # interval is wider than until_ci of it, up to max_timed
             if i == len(seeds) and self.until_ci and len(seeds) < self.max_timed \
-                    and self._too_wide(kernel_ms):
+                    and self._too_wide(calls["kernel"]):
                 seeds.extend(self.seed() for _ in range(min(10, self.max_timed - len(seeds))))
         self.result["timed_calls"] = len(seeds)
         self.result["seeds"]["timed"] = seeds
         if self.lock:
             self.lock.release()
-        self._settle_timing(kernel_ms, wall_ms, eager_ms, round_trips, export_ms)
+        self._settle_timing(calls)
 
     def _too_wide(self, values):
         ci = timing.median_ci(values)
         med = timing.median(values)
         return ci is None or not med or (ci[1] - ci[0]) / 2 > self.until_ci * med
 
-    def _timed_call(self, i, seeds, recheck, clock, kernel_ms, wall_ms, eager_ms, export_ms):
+    def _round_trip(self):
+        """An empty call through the candidate process (nothing timed): the
+        round trip the outside clock subtracts from a call's wall time."""
+        t0 = time.perf_counter_ns()
+        self.ask({"op": "go", "call": False})
+        return (time.perf_counter_ns() - t0) / 1e6
+
+    def _timed_call(self, i, seeds, recheck, clock, calls):
         """Timed call i: the eager baseline on the same inputs just before
-        it, then the candidate's call, every output checked."""
+        it, an empty round trip, then the candidate's call, every output
+        checked."""
         seeds[i], inputs = self.draw(None, seeds[i])
         with numerics.strict():
             expected, ms = clock.time_call(self.problem.reference, correctness.clone_inputs(inputs))
-        eager_ms.append(ms)
+        calls["eager"].append(ms)
         anchor_inputs = correctness.clone_inputs(inputs) if recheck else None
+        calls["trip"].append(self._round_trip())
         self.hand_over(inputs)
         del inputs
         actual, ms, wall, raw = self.call(expected)
-        kernel_ms.append(ms if ms is not None else wall)
-        wall_ms.append(wall)
+        calls["kernel"].append(ms if ms is not None else wall)
+        calls["wall"].append(wall)
         label = f"timed call {i + 1}"
         if anchor_inputs is not None:
             self.enter("recheck", call=i + 1)
@@ -495,22 +505,39 @@ class Evaluation:
             self.compare(actual, exp2, anchor, f"re-check of {label}")
             self.stage = "timing"
         else:
-            self.compare_bounded(actual, expected, label)
+            try:
+                self.compare_bounded(actual, expected, label)
+            except Outcome:
+                # The bound is a cheap sufficient test, not the rule: where
+                # the reference's own error varies widely from draw to draw
+                # (problem 66) a correct output can exceed it. The call's
+                # inputs are made again from its seed and the full anchor
+                # rule decides (docs/judge.md, guarantee 2).
+                self.enter("recheck", call=i + 1)
+                _, again = self.draw(None, seeds[i])
+                exp2, anchor = self.reference_outputs(again)
+                self.compare(actual, exp2, anchor, label)
+                self.result["anchor_fallbacks"] = self.result.get("anchor_fallbacks", 0) + 1
+                self.stage = "timing"
         self.still_written(raw, label)
-        self.export_cost(expected, export_ms)
+        self.export_cost(expected, calls["export"])
         self.result["outputs_checked"] += 1
 
-    def _settle_timing(self, kernel_ms, wall_ms, eager_ms, round_trips, export_ms):
+    def _settle_timing(self, calls):
         """The paper's figure (the candidate's per-call events, median of the
         timed calls) stands only where the checker's clock confirms it: the
-        wall time of the call, less the round trip (capped) and the output
-        export as the checker itself measured it, must not exceed it by more
-        than the slack."""
+        wall time of each call less the empty round trip made just before it
+        (capped), median over the calls, less the output export as the
+        checker itself measured it, must not exceed it by more than the
+        slack."""
+        kernel_ms, wall_ms, eager_ms = calls["kernel"], calls["wall"], calls["eager"]
+        cap = ROUND_TRIP_CAP_MS[self.device]
+        net = [w - min(t, cap) for w, t in zip(wall_ms, calls["trip"])]
         events = timing.median(kernel_ms)
         wall = timing.median(wall_ms)
-        trip = min(timing.median(round_trips), ROUND_TRIP_CAP_MS[self.device])
-        export = EXPORT_HEADROOM * timing.median(export_ms)
-        floor = wall - trip - export - CONFIRM_SLACK_MS
+        trip = min(timing.median(calls["trip"]), cap)
+        export = EXPORT_HEADROOM * timing.median(calls["export"])
+        floor = timing.median(net) - export - CONFIRM_SLACK_MS
         confirmed = events is not None and events >= floor
         self.result["timing"] = {
             "events_ms": events, "wall_ms": wall, "round_trip_ms": trip, "export_ms": export,
@@ -519,6 +546,10 @@ class Evaluation:
             # shared by descriptor) or "host"; on a GPU also whether host
             # arenas were page-locked on both sides
             "transfer": self.transfer or {"kind": "host"},
+            # (ours, diagnosis only: the candidate's own word) median CPU
+            # time inside the solve() call over the timed calls, the
+            # dispatch part of the end-to-end figure on a GPU
+            "solve_cpu_ms": timing.median(self.solve_cpu_ms[-len(kernel_ms):]) if kernel_ms else None,
         }
         kernel = events if confirmed else max(floor, 1e-6)
         self.result["kernel_ms"] = kernel
@@ -526,7 +557,7 @@ class Evaluation:
         self.result["speedup"] = self.result["eager_ms"] / kernel if kernel else None
         # 95% intervals from this evaluation's own calls (extra fields). The
         # kernel's is of the figure reported: events, or the outside clock.
-        kernel_calls = kernel_ms if confirmed else [w - trip - export - CONFIRM_SLACK_MS for w in wall_ms]
+        kernel_calls = kernel_ms if confirmed else [n - export - CONFIRM_SLACK_MS for n in net]
         self.result["kernel_ci_ms"] = timing.median_ci(kernel_calls)
         self.result["eager_ci_ms"] = timing.median_ci(eager_ms)
         self.result["speedup_ci"] = timing.ratio_ci(eager_ms, kernel_calls)

@@ -48,7 +48,9 @@ def main():
     torch.cuda.synchronize()
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     cmd = [sys.executable, "-c", CHILD, os.path.join(ROOT, "grader"), str(child.fileno())]
-    ns = ["unshare", "--user", "--map-root-user", "--pid", "--fork"]
+    # its own /proc, as the judge's candidate has: CUDA names its threads
+    # through /proc/<pid>/task (cuInit fails with error 304 otherwise)
+    ns = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc"]
     try:
         subprocess.run(ns + ["true"], check=True, capture_output=True)
         cmd = ns + cmd

@@ -182,6 +182,30 @@ class ProcedureTest(unittest.TestCase):
         result, _ = run(src, timed=0)
         self.assertEqual(result["status"], "passed", result["reason"])
 
+    def test_a_call_over_the_bound_gets_the_full_rule(self):
+        """The bound on timed calls is a sufficient test: a call it refuses
+        is judged by the paper's anchor rule on inputs made again from its
+        seed, which a correct output passes and a wrong one does not."""
+        from mkb_grader import correctness
+        original = correctness.check_against_reference
+
+        def refuse(*args, **kwargs):
+            raise correctness.Mismatch("over the bound (test)")
+
+        correctness.check_against_reference = refuse
+        try:
+            result, ch = run(KERNEL, timed=6, rechecks=2, seed=11)
+            self.assertEqual(result["status"], "passed", result["reason"])
+            self.assertEqual(result["anchor_fallbacks"], 4)
+            self.assertEqual(ch.stages.count("recheck"), 6)
+            wrong = KERNEL.replace("return y.to(hidden_states.dtype)",
+                                   "return (y * (1.0 if len(CALLS) <= 16 else 1.05)).to(hidden_states.dtype)")
+            result, _ = run(wrong, timed=6, rechecks=0, seed=11)
+            self.assertEqual(result["status"], "failed")
+            self.assertRegex(result["reason"], r"^timed call \d+: ")
+        finally:
+            correctness.check_against_reference = original
+
 
 if __name__ == "__main__":
     unittest.main()
