@@ -31,6 +31,7 @@ the ratio to "made". Needs a GPU; no mkb, no sandbox (the judge's sandbox is
 measured by running mkb eval with MKB_SANDBOX_OFF instead)."""
 import argparse
 import importlib.util
+import json
 import os
 import statistics
 import subprocess
@@ -108,6 +109,10 @@ def main():
     ap.add_argument("--workload", default="visible")
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--conditions", default="made,copied,copied-dma,made+cpu,made+cpu2,2nd busy")
+    ap.add_argument("--blocks", type=int, default=1,
+                    help="repeat the whole run this many times in this process: the spread of a "
+                         "condition's block medians is the noise within one process (noise study)")
+    ap.add_argument("--json", action="store_true", help="also print one JSON line per condition")
     args = ap.parse_args()
     problem = Problem(args.problem_dir, args.workload)
     solve = load(args.kernel)
@@ -189,9 +194,14 @@ def main():
 
     names = tuple(n.strip() for n in args.conditions.split(",") if n.strip())
     rows = {name: [] for name in names}
-    for i in range(args.calls):
+    blocks = {name: [] for name in names}  # per block: median ms
+    for b in range(max(1, args.blocks)):
+        first = {name: len(rows[name]) for name in names}
+        for i in range(args.calls):
+            for name in names:
+                rows[name].append(one(name, b * args.calls + i))
         for name in names:
-            rows[name].append(one(name, i))
+            blocks[name].append(statistics.median(p[0] for p in rows[name][first[name]:]))
     second.stdin.close()
     second.wait()
 
@@ -205,6 +215,17 @@ def main():
         q1, med, q3 = statistics.quantiles(ms, n=4)
         print(f"| {name} | {statistics.median(ms):.4f} | {q1:.4f} | {q3:.4f} | "
               f"{statistics.median(ms) / base:.2f} | {statistics.median(p[1] for p in pairs):.4f} |")
+    if args.blocks > 1:
+        print(f"\nblock medians ({args.blocks} blocks of {args.calls} calls in this process):")
+        for name, meds in blocks.items():
+            spread = (max(meds) - min(meds)) / statistics.median(meds)
+            print(f"  {name}: {' '.join(f'{m:.4f}' for m in meds)}  spread {100 * spread:.1f}%")
+    if args.json:
+        for name, pairs in rows.items():
+            print(json.dumps({"kernel": os.path.relpath(args.kernel, ROOT), "condition": name,
+                              "calls": args.calls, "block_medians_ms": blocks[name],
+                              "median_ms": statistics.median(p[0] for p in pairs),
+                              "cpu_in_solve_ms": statistics.median(p[1] for p in pairs)}))
 
 
 if __name__ == "__main__":

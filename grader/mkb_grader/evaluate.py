@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from . import arena, correctness, gpulock, numerics, timing
+from . import arena, correctness, gpulock, gpustate, numerics, timing
 from .problem import Problem
 from .protocol import describe_exception
 from .wire import PeerLost, PeerTimeout, ProtocolError
@@ -455,6 +455,7 @@ class Evaluation:
         picker = self.rng or random.SystemRandom()
         recheck = set(picker.sample(range(self.timed), min(self.rechecks, self.timed)))
         self.enter("timing")
+        state_before = gpustate.snapshot(self.device)
         calls = {"kernel": [], "wall": [], "trip": [], "eager": [], "export": []}
         i = 0
         while i < len(seeds):
@@ -467,9 +468,14 @@ class Evaluation:
                 seeds.extend(self.seed() for _ in range(min(10, self.max_timed - len(seeds))))
         self.result["timed_calls"] = len(seeds)
         self.result["seeds"]["timed"] = seeds
+        state_after = gpustate.snapshot(self.device)
         if self.lock:
             self.lock.release()
         self._settle_timing(calls)
+        # (ours) clocks, temperature and power at the start and end of the
+        # timed calls, for the noise study (None on the CPU)
+        self.result["timing"]["gpu_state"] = ({"start": state_before, "end": state_after}
+                                              if state_before or state_after else None)
 
     def _too_wide(self, values):
         ci = timing.median_ci(values)
