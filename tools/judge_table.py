@@ -24,24 +24,31 @@ def main(argv):
             print(f"    {line.rstrip()}")
         print()
     old = {(r.get("label"), r.get("dsl"), r.get("workload")): r for r in rows if r.get("judge") == "old"}
+
+    def old_of(r):  # "NN_name sandbox off" / "NN_name prep=touch" beside the old "NN_name"
+        key = (r.get("label"), r.get("dsl"), r.get("workload"))
+        base = (str(r.get("label")).split(" ")[0], r.get("dsl"), r.get("workload"))
+        return old.get(key) or old.get(base, {})
     if old:
         print("| problem | dsl | workload | old | new | kernel ms old | new | new/old "
-              "| eager ms old | new | new/old | new timing | eval s old | new |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "| eager ms old | new | new/old | new timing | new events ms | new CPU in solve() ms "
+              "| eval s old | new |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         kr, er = [], []
         for r in rows:
             if r.get("judge") != "new":
                 continue
-            o = old.get((r.get("label"), r.get("dsl"), r.get("workload")), {})
+            o = old_of(r)
             k, e = ratio(o.get("kernel_ms"), r.get("kernel_ms")), ratio(o.get("eager_ms"), r.get("eager_ms"))
             if k:
                 kr.append(k)
             if e:
                 er.append(e)
-            src = (r.get("timing") or {}).get("source", "-")
+            t = r.get("timing") or {}
             print(f"| {r.get('label')} | {r.get('dsl')} | {r.get('workload')} | {o.get('status', '-')} "
                   f"| {r.get('status')} | {fmt(o.get('kernel_ms'))} | {fmt(r.get('kernel_ms'))} | {fmt(k, 3)} "
-                  f"| {fmt(o.get('eager_ms'))} | {fmt(r.get('eager_ms'))} | {fmt(e, 3)} | {src} "
+                  f"| {fmt(o.get('eager_ms'))} | {fmt(r.get('eager_ms'))} | {fmt(e, 3)} | {t.get('source', '-')} "
+                  f"| {fmt(t.get('events_ms'))} | {fmt(t.get('solve_cpu_ms'))} "
                   f"| {fmt(o.get('wall_s'), 1)} | {fmt(r.get('wall_s'), 1)} |")
         if kr:
             print(f"\nkernel median new/old: median {statistics.median(kr):.3f} "

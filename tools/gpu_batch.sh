@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One device call's worth of GPU work (after tools/device_setup.sh), its
+# results consolidated into three files under $OUT (the device tool returns a
+# limited number of files per call: rows-STEP.jsonl, tables-STEP.md,
+# stderr-STEP.txt).
+#
+#   tools/gpu_batch.sh judge          vmm check, smoke, old vs new judge (28 tirx,
+#                                     36 cutedsl; SANDBOX_OFF=1 adds the new judge with
+#                                     every confinement layer off), adversarial suite
+#   tools/gpu_batch.sh kernels [P]    shipped solutions of problems P (default the five
+#                                     rewritten in session 12), visible + held-out
+#   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P
+#
+# Session 12 ran `judge` and `kernels` (results/h200-judge-trusted.md).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export MKB_PYTHON=${MKB_PYTHON:-/opt/torch/.venv/bin/python}
+. tools/device_env.sh
+out=${OUT:?set OUT}
+step=${1:?step}
+work=/tmp/gpu-batch-$step
+rm -rf "$work" && mkdir -p "$work"
+case "$step" in
+judge)
+	PYTHONPATH=grader:$PYTHONPATH "$MKB_PYTHON" tests/gpu/vmm_share.py >"$work/vmm.txt" 2>&1
+	cat "$work/vmm.txt"
+	OUT=$work tools/gpu_judge.sh smoke 2>/dev/null | tail -6
+	PROBE_DSLS=" " OUT=$work tools/gpu_judge.sh gap 2>/dev/null | tail -12
+	OUT=$work tools/gpu_judge.sh adversarial 2>/dev/null | tail -25
+	;;
+kernels)
+	OUT=$work tools/gpu_judge.sh all "${2:-47,49,52,60,66}" 2>/dev/null | tail -40
+	;;
+noise)
+	OUT=$work tools/noise_study.sh "${2:-28,36}" 2>"$work/stderr-noise.txt" | tail -40
+	;;
+*)
+	echo "gpu_batch: unknown step '$step'" >&2
+	exit 2
+	;;
+esac
+cat "$work"/*.jsonl >"$out/rows-$step.jsonl" 2>/dev/null
+cat "$work"/*.md "$work"/machine*.txt "$work/vmm.txt" >"$out/tables-$step.md" 2>/dev/null
+tail -c 30000 -q "$work"/stderr*.txt >"$out/stderr-$step.txt" 2>/dev/null
+exit 0
