@@ -16,7 +16,8 @@
 
 static const char report_help[] =
 	"usage: mkb report [--store FILE] [--model M] [--format text|md|csv|json|html] [--e-fail X]\n"
-	"                  [--delta D] [--seed N] [--bootstrap N] [--trials] [-o FILE]\n"
+	"                  [--delta D] [--calls paper|intervals] [--seed N] [--bootstrap N] [--trials]\n"
+	"                  [-o FILE]\n"
 	"\n"
 	"Every number of PROTOCOL.md's \"Scores\" and \"Paired transfer analysis\" from the\n"
 	"store's live trials, per model and decoding settings (docs/report.md defines them):\n"
@@ -32,6 +33,9 @@ static const char report_help[] =
 	"                   published results.json's fields plus ours), html (one page, SVG)\n"
 	"  --e-fail X       effective speedup of a failed attempt (0.1)\n"
 	"  --delta D        helped: ratio >= 1 + D; harmed: ratio <= 1 / (1 + D) (0.05)\n"
+	"  --calls RULE     paper (default): the ratio rule alone; intervals: where both arms\n"
+	"                   passed with a speedup interval (the grader's speedup_ci), helped or\n"
+	"                   harmed also needs the intervals to separate, else neutral\n"
 	"  --seed N         the bootstrap's seed (1)\n"
 	"  --bootstrap N    bootstrap resamples, 0 for none (1000)\n"
 	"  --trials         (html) a page per trial: instruction, attached skill, transcript,\n"
@@ -150,13 +154,14 @@ static int parse_seed(const char *s, uint64_t *out)
 int cmd_report(int argc, char **argv)
 {
 	enum { OPT_STORE = 256, OPT_MODEL, OPT_FORMAT, OPT_EFAIL, OPT_DELTA, OPT_SEED, OPT_BOOT, OPT_STATS,
-	       OPT_TRIALS };
+	       OPT_TRIALS, OPT_CALLS };
 	static const struct option opts[] = {
 		{"store", required_argument, NULL, OPT_STORE},
 		{"model", required_argument, NULL, OPT_MODEL},
 		{"format", required_argument, NULL, OPT_FORMAT},
 		{"e-fail", required_argument, NULL, OPT_EFAIL},
 		{"delta", required_argument, NULL, OPT_DELTA},
+		{"calls", required_argument, NULL, OPT_CALLS},
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"bootstrap", required_argument, NULL, OPT_BOOT},
 		{"stats-stdin", no_argument, NULL, OPT_STATS},
@@ -193,6 +198,14 @@ int cmd_report(int argc, char **argv)
 		case OPT_DELTA:
 			if (parse_positive_double(optarg, &o.delta) < 0)
 				return usage_error("report", "--delta must be a number > 0, not '%s'", optarg);
+			break;
+		case OPT_CALLS:
+			if (!strcmp(optarg, "paper"))
+				o.calls = REPORT_CALLS_PAPER;
+			else if (!strcmp(optarg, "intervals"))
+				o.calls = REPORT_CALLS_INTERVALS;
+			else
+				return usage_error("report", "--calls must be paper or intervals, not '%s'", optarg);
 			break;
 		case OPT_SEED:
 			if (parse_seed(optarg, &o.seed) < 0)

@@ -40,6 +40,8 @@ struct rec {
 	double speedup;         /* < 0: unknown */
 	int heldout_passed;     /* (ours) the final kernel on the held-out workload; -1: not graded */
 	double heldout_speedup;
+	double ci[2];           /* the final evaluation's 95% interval of its speedup */
+	int has_ci;             /* ci holds one (0: absent or malformed) */
 	double sol;             /* (ours) speed-of-light floor / kernel median of a passing final
 				 * grading whose floor is known; 0: none */
 	long long tokens[3];    /* input (cache included), cached, output; < 0 unknown */
@@ -114,6 +116,25 @@ static double sol_floor_ms(struct prob *p, const char *workload, const char *gpu
 	return p->floor_ms;
 }
 
+/* The speedup interval of a trial's final evaluation, the grader's
+ * "speedup_ci" as the store returned its JSON text: 1 and ci set when it is
+ * [lo, hi] with 0 <= lo <= hi finite, else 0 (NULL, null, malformed). */
+static int speedup_interval(const char *text, double ci[2])
+{
+	if (!text)
+		return 0;
+	json_t *v = json_loads(text, 0, NULL);
+	int ok = json_is_array(v) && json_array_size(v) == 2 && json_is_number(json_array_get(v, 0)) &&
+		 json_is_number(json_array_get(v, 1));
+	if (ok) {
+		ci[0] = json_number_value(json_array_get(v, 0));
+		ci[1] = json_number_value(json_array_get(v, 1));
+		ok = isfinite(ci[0]) && isfinite(ci[1]) && 0 <= ci[0] && ci[0] <= ci[1];
+	}
+	json_decref(v);
+	return ok;
+}
+
 static int load_row(const struct trial_result *t, void *arg)
 {
 	struct loader *l = arg;
@@ -179,6 +200,7 @@ static int load_row(const struct trial_result *t, void *arg)
 	e->speedup = t->speedup;
 	e->heldout_passed = e->error || e->skipped ? -1 : t->heldout_passed;
 	e->heldout_speedup = t->heldout_speedup;
+	e->has_ci = speedup_interval(t->speedup_ci, e->ci);
 	double floor_ms = e->passed && t->kernel_ms > 0 ? sol_floor_ms(p, t->workload, t->gpu) : 0;
 	e->sol = floor_ms > 0 ? floor_ms / t->kernel_ms : 0;
 	e->tokens[0] = t->input_tokens;
@@ -784,6 +806,8 @@ struct cmp {
 	int dir;
 	double e_skill, e_base, e_source, ratio, logr;
 	int cls, standing, skipped;
+	int paper_cls, paper_standing;  /* the paper's calls (equal to cls, standing under it) */
+	int by_intervals;               /* (--calls intervals) both arms' intervals decided it */
 	int skill_passed, base_passed;
 	int dlift[REPORT_NTHRESHOLDS];  /* skill attains - base attains */
 	size_t unit;
@@ -804,6 +828,25 @@ static int classify(double ratio, double delta)
 	if (ratio <= (1 / up) * (1 + 1e-12))
 		return CLS_HARMED;
 	return CLS_NEUTRAL;
+}
+
+/* Arm a against arm b, whose effective speedups have the ratio ratio
+ * (a / b), as o->calls says: the paper's ratio rule, or (intervals) that
+ * rule where also a's speedup interval lies wholly above b's (helped) or
+ * below it (harmed), neutral otherwise. Where either arm failed or has no
+ * interval, the paper's rule alone; *by_intervals says whether the
+ * intervals applied. */
+static int call(const struct rec *a, const struct rec *b, double ratio, const struct report_opts *o,
+		int *by_intervals)
+{
+	int cls = classify(ratio, o->delta);
+	*by_intervals = o->calls == REPORT_CALLS_INTERVALS && a->passed && a->speedup > 0 && a->has_ci &&
+			b->passed && b->speedup > 0 && b->has_ci;
+	if (!*by_intervals)
+		return cls;
+	if ((cls == CLS_HELPED && !(a->ci[0] > b->ci[1])) || (cls == CLS_HARMED && !(a->ci[1] < b->ci[0])))
+		return CLS_NEUTRAL;
+	return cls;
 }
 
 struct gsum {                   /* what the statistics of a group need */
@@ -1139,8 +1182,12 @@ static void paired_prepare(struct config *c, const struct report_opts *o, struct
 				x->e_source = effective(src, o->e_fail);
 				x->ratio = x->skipped ? 1 : x->e_skill / x->e_base;
 				x->logr = log(x->ratio);
-				x->cls = x->skipped ? CLS_NEUTRAL : classify(x->ratio, o->delta);
-				int s = classify(x->e_source / x->e_base, o->delta);
+				int unused, s;
+				x->paper_cls = x->skipped ? CLS_NEUTRAL : classify(x->ratio, o->delta);
+				x->cls = x->skipped ? CLS_NEUTRAL : call(sk, base, x->ratio, o, &x->by_intervals);
+				s = classify(x->e_source / x->e_base, o->delta);
+				x->paper_standing = s == CLS_HELPED ? ST_ABOVE : s == CLS_HARMED ? ST_BELOW : ST_SAME;
+				s = call(src, base, x->e_source / x->e_base, o, &unused);
 				x->standing = s == CLS_HELPED ? ST_ABOVE : s == CLS_HARMED ? ST_BELOW : ST_SAME;
 				x->skill_passed = sk->passed;
 				x->base_passed = base->passed;
@@ -1218,6 +1265,27 @@ static void boot_finish(struct boot_pool *bp)
 			BUG("pthread_join failed");
 }
 
+/* (--calls intervals) What the intervals changed against the paper's
+ * rule: the comparisons they decided (both arms passed with an interval),
+ * the helped and harmed calls they turned neutral, the source standings
+ * they turned "same". */
+static json_t *calls_json(const struct cmp *cmps, size_t n)
+{
+	long decided = 0, from_helped = 0, from_harmed = 0, standing = 0;
+	for (size_t i = 0; i < n; i++) {
+		decided += cmps[i].by_intervals;
+		from_helped += cmps[i].paper_cls == CLS_HELPED && cmps[i].cls == CLS_NEUTRAL;
+		from_harmed += cmps[i].paper_cls == CLS_HARMED && cmps[i].cls == CLS_NEUTRAL;
+		standing += cmps[i].paper_standing != cmps[i].standing;
+	}
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "rule", "intervals",
+			 "n_by_intervals", (json_int_t)decided, "n_by_paper_rule", (json_int_t)((long)n - decided),
+			 "turned_neutral", (json_int_t)(from_helped + from_harmed),
+			 "turned_neutral_helped", (json_int_t)from_helped,
+			 "turned_neutral_harmed", (json_int_t)from_harmed,
+			 "standing_turned_same", (json_int_t)standing);
+}
+
 static json_t *paired_json(const struct paired *pd, const struct report_opts *o)
 {
 	const struct cmp *cmps = pd->cmps;
@@ -1255,16 +1323,19 @@ static json_t *paired_json(const struct paired *pd, const struct report_opts *o)
 		"share_helped", known ? json_real((double)rev[0] / (double)known) : json_null(),
 		"share_harmed", known ? json_real((double)rev[1] / (double)known) : json_null());
 
-	return json_pack("{s:f, s:f, s:I, s:o, s:o, s:o, s:o}", "e_fail", o->e_fail, "delta", o->delta,
-			 "n_comparisons", (json_int_t)n, "bootstrap", boot, "groups", groups,
-			 "by_source_standing", standing, "reverse", reverse);
+	json_t *paired = json_pack("{s:f, s:f, s:I, s:o, s:o, s:o, s:o}", "e_fail", o->e_fail, "delta", o->delta,
+				   "n_comparisons", (json_int_t)n, "bootstrap", boot, "groups", groups,
+				   "by_source_standing", standing, "reverse", reverse);
+	if (o->calls == REPORT_CALLS_INTERVALS)
+		json_object_set_new(paired, "calls", calls_json(cmps, n));
+	return paired;
 }
 
 /* ---- the results object --------------------------------------------------- */
 
-static json_t *legend(void)
+static json_t *legend(const struct report_opts *o)
 {
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+	json_t *l = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
 		"arms", "solo_<dsl> attempts the problem in that DSL from scratch and leaves a SKILL.md; "
 		"<a>2<b>_skill attempts it in DSL b with solo_<a>'s SKILL.md attached to the instruction",
 		"records", "per cell (problem and direction) and replicate: source is the solo in the source DSL, "
@@ -1290,6 +1361,17 @@ static json_t *legend(void)
 		"percentile intervals of a paired bootstrap resampling problems, then replicates within each "
 		"problem; sign and Wilcoxon signed-rank tests on log r (zeros dropped), exact McNemar on pass/fail "
 		"pairs; see docs/report.md");
+	if (l && o->calls == REPORT_CALLS_INTERVALS)
+		json_object_set_new(l, "paired", json_string(
+			"(ours) per comparison (resolved cell-replicate): effective speedup e = speedup if passed else "
+			"e_fail; r = e_skill / e_solo; calls by intervals (--calls intervals): where both arms passed "
+			"with a speedup interval (the grader's 95% speedup_ci from the evaluation's own calls), helped "
+			"if r >= 1 + delta and the skill arm's interval lies wholly above the solo's (lower bound > the "
+			"solo's upper), harmed if r <= 1/(1 + delta) and it lies wholly below, neutral otherwise; where "
+			"an arm failed or has no interval, the paper's rule: helped if r >= 1 + delta, harmed if "
+			"r <= 1/(1 + delta), neutral otherwise (a skipped skill arm is neutral); paired.calls counts "
+			"what the intervals changed; T, H: helped and harmed shares; dGM: geometric mean of r minus 1"));
+	return l;
 }
 
 struct report {
@@ -1301,6 +1383,7 @@ struct report {
 	size_t *ncmps;
 	struct store *trials;   /* the HTML's trial pages come from here, or NULL */
 	const char *trials_model;
+	enum report_calls calls;
 };
 
 void report_set_trial_pages(struct report *r, struct store *s, const char *model)
@@ -1320,6 +1403,7 @@ struct report *report_compute(struct store *s, const struct catalog *catalog, co
 {
 	struct report *rep = xcalloc(1, sizeof(*rep));
 	rep->data = (struct loader){catalog, NULL, 0, 0};
+	rep->calls = o->calls;
 	if (store_trial_results(s, o->model, load_row, &rep->data) != 0) {
 		report_free(rep);
 		return NULL;
@@ -1354,11 +1438,13 @@ struct report *report_compute(struct store *s, const struct catalog *catalog, co
 		free(pd[i].ci);
 	}
 	free(pd);
-	json_t *r = json_pack("{s:o, s:s, s:s, s:{s:o, s:f, s:f, s:I, s:i}, s:o}", "legend", legend(),
+	json_t *r = json_pack("{s:o, s:s, s:s, s:{s:o, s:f, s:f, s:I, s:i}, s:o}", "legend", legend(o),
 			      "generator", "mkb report", "store", store_path, "options",
 			      "model", o->model ? json_string(o->model) : json_null(), "e_fail", o->e_fail,
 			      "delta", o->delta, "seed", (json_int_t)o->seed, "bootstrap", o->bootstrap,
 			      "models", models);
+	if (o->calls == REPORT_CALLS_INTERVALS)
+		json_object_set_new(json_object_get(r, "options"), "calls", json_string("intervals"));
 	/* One model (and decoding): the published results.json's top level too. */
 	if (json_array_size(models) == 1) {
 		json_t *m = json_array_get(models, 0);
@@ -1483,6 +1569,11 @@ static int write_json(FILE *f, const struct report *r)
 			out_num(o, x->ratio);
 			out_s(o, ",\"class\":\"");
 			out_s(o, cls_names[x->cls + 1]);
+			if (r->calls == REPORT_CALLS_INTERVALS) { /* which rule called it, and the paper's call */
+				out_s(o, x->by_intervals ? "\",\"call\":\"intervals" : "\",\"call\":\"paper");
+				out_s(o, "\",\"paper_class\":\"");
+				out_s(o, cls_names[x->paper_cls + 1]);
+			}
 			out_s(o, "\",\"standing\":\"");
 			out_s(o, standing_names[x->standing]);
 			out_s(o, "\",\"skipped\":");

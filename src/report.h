@@ -16,15 +16,22 @@
 #define REPORT_NTHRESHOLDS 5
 extern const double report_thresholds[REPORT_NTHRESHOLDS]; /* 0, 0.5, 1, 2, 4 */
 
+/* How a comparison is called helped or harmed (--calls). */
+enum report_calls {
+	REPORT_CALLS_PAPER,      /* the ratio rule alone (PROTOCOL.md's fixed delta) */
+	REPORT_CALLS_INTERVALS,  /* the ratio rule, and the arms' speedup intervals separate */
+};
+
 struct report_opts {
 	const char *model;       /* only this model's trials (NULL: every model) */
 	double e_fail;           /* effective speedup of a failed attempt (0.1) */
 	double delta;            /* helped: r >= 1 + delta; harmed: r <= 1 / (1 + delta) (0.05) */
 	uint64_t seed;           /* of the bootstrap's generator */
 	int bootstrap;           /* resamples (0: none); drawn only where replicates exist */
+	enum report_calls calls; /* REPORT_CALLS_PAPER */
 };
 
-#define REPORT_OPTS_INIT { NULL, 0.1, 0.05, 1, 1000 }
+#define REPORT_OPTS_INIT { NULL, 0.1, 0.05, 1, 1000, REPORT_CALLS_PAPER }
 
 struct report;
 

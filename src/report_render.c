@@ -191,10 +191,11 @@ static int write_model(FILE *f, const json_t *m, int md)
 	}
 	bad |= table_print(f, &t);
 
-	const json_t *boot = json_object_get(pa, "bootstrap");
+	const json_t *boot = json_object_get(pa, "bootstrap"), *calls = json_object_get(pa, "calls");
 	bad |= fprintf(f, "\n%sPaired transfer: e = speedup if passed else %g; r = e_skill / e_solo; helped "
-		       "r >= %g, harmed r <= 1/%g; 95%% intervals: %s\n%s", h2, num(pa, "e_fail"),
+		       "r >= %g, harmed r <= 1/%g%s; 95%% intervals: %s\n%s", h2, num(pa, "e_fail"),
 		       1 + num(pa, "delta"), 1 + num(pa, "delta"),
+		       calls ? " and the speedup intervals separate where both arms passed with one" : "",
 		       json_is_object(boot) ? "bootstrap over problems and replicates"
 					    : "Wilson (rates; a single replicate: no bootstrap)",
 		       md ? "\n" : "") < 0;
@@ -217,6 +218,15 @@ static int write_model(FILE *f, const json_t *m, int md)
 		       (long long)json_integer_value(json_object_get(rv, "reverse_harmed")),
 		       (long long)json_integer_value(json_object_get(rv, "reverse_neutral")),
 		       (long long)json_integer_value(json_object_get(rv, "reverse_unresolved"))) < 0;
+	if (calls)
+		bad |= fprintf(f, "Calls by intervals: %lld comparisons had both arms passed with a speedup "
+			       "interval (the rest by the ratio alone); the intervals turned %lld calls neutral "
+			       "(%lld helped, %lld harmed) and %lld source standings same\n\n",
+			       (long long)json_integer_value(json_object_get(calls, "n_by_intervals")),
+			       (long long)json_integer_value(json_object_get(calls, "turned_neutral")),
+			       (long long)json_integer_value(json_object_get(calls, "turned_neutral_helped")),
+			       (long long)json_integer_value(json_object_get(calls, "turned_neutral_harmed")),
+			       (long long)json_integer_value(json_object_get(calls, "standing_turned_same"))) < 0;
 
 	static const char *const uhead[] = {"usage", "trials", "cost USD", "input tok", "cached tok",
 					    "output tok", "agent s (mean)"};
@@ -390,6 +400,9 @@ int report_write_csv(FILE *f, const json_t *results)
 			snprintf(label, sizeof(label), "source %s", k);
 			csv_paired(&c, label, g);
 		}
+		json_object_foreach((json_t *)json_object_get(pa, "calls"), k, g)
+			if (json_is_integer(g))
+				csv_row(&c, "paired", "calls", k, json_number_value(g), NULL); /* --calls intervals */
 		json_object_foreach((json_t *)json_object_get(ov, "usage"), k, g) {
 			static const char *const u[] = {"n_trials", "cost_usd", "n_input_tokens", "n_cache_tokens",
 							"n_output_tokens", "agent_sec"};

@@ -133,6 +133,9 @@ struct trial_result {
 	int heldout_passed;           /* (ours) the held-out final evaluation's; -1: none */
 	double heldout_speedup;
 	const char *gpu, *workload;   /* the final evaluation's (NULL: none) */
+	const char *speedup_ci;       /* the final evaluation's 95% interval of its speedup as the
+				       * grader's JSON text "[lo, hi]" (result.speedup_ci), NULL
+				       * when absent; report.c checks it */
 	long long input_tokens, cached_tokens, output_tokens;
 	double cost_usd, agent_s;
 	int wrote_skill;              /* the attempt left a non-empty SKILL.md */

@@ -790,7 +790,13 @@ static int pg_trial_results(struct store *s, const char *model,
 		" t.problem, t.replicate, t.attempt, e.passed, e.speedup, e.kernel_ms, e.eager_ms,"
 		" a.input_tokens, a.cached_tokens, a.output_tokens, a.cost_usd, a.agent_s,"
 		" (a.skill_out IS NOT NULL AND a.skill_out <> '')::int, a.skill_in_tokens, a.skill_out_tokens,"
-		" h.passed, h.speedup, e.gpu, e.workload"
+		" h.passed, h.speedup, e.gpu, e.workload,"
+		/* the speedup's interval as JSON text: cut out of the stored
+		 * text (compact, as jansson wrote it), not through a cast to
+		 * json, which fails the whole read on one malformed result
+		 * (PostgreSQL 15 has no validity test that does not throw);
+		 * report.c parses and checks it */
+		" substring(e.result from '\"speedup_ci\":\\s*(\\[[^]]*\\])')"
 		" FROM trials t LEFT JOIN attempts a ON a.id = t.attempt"
 		" LEFT JOIN evaluations e ON e.id = a.final_evaluation"
 		" LEFT JOIN evaluations h ON h.id = a.heldout_evaluation"
@@ -816,7 +822,7 @@ static int pg_trial_results(struct store *s, const char *model,
 			.skill_in_tokens = value_count(r, i, 21), .skill_out_tokens = value_count(r, i, 22),
 			.heldout_passed = value(r, i, 23) ? (int)value_int(r, i, 23) : -1,
 			.heldout_speedup = value_real(r, i, 24),
-			.gpu = value(r, i, 25), .workload = value(r, i, 26),
+			.gpu = value(r, i, 25), .workload = value(r, i, 26), .speedup_ci = value(r, i, 27),
 		};
 		stop = fn(&t, arg);
 	}

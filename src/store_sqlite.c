@@ -724,7 +724,11 @@ static int sq_trial_results(struct store *s, const char *model,
 		" t.problem, t.replicate, t.attempt, e.passed, e.speedup, e.kernel_ms, e.eager_ms,"
 		" a.input_tokens, a.cached_tokens, a.output_tokens, a.cost_usd, a.agent_s,"
 		" a.skill_out IS NOT NULL AND a.skill_out <> '', a.skill_in_tokens, a.skill_out_tokens,"
-		" h.passed, h.speedup, e.gpu, e.workload"
+		" h.passed, h.speedup, e.gpu, e.workload,"
+		/* the speedup's interval as JSON text; json_extract would fail
+		 * the whole read on one malformed result */
+		" CASE WHEN json_valid(e.result) THEN CASE json_type(e.result, '$.speedup_ci')"
+		"  WHEN 'array' THEN json_extract(e.result, '$.speedup_ci') END END"
 		" FROM trials t LEFT JOIN attempts a ON a.id = t.attempt"
 		" LEFT JOIN evaluations e ON e.id = a.final_evaluation"
 		" LEFT JOIN evaluations h ON h.id = a.heldout_evaluation"
@@ -763,6 +767,7 @@ static int sq_trial_results(struct store *s, const char *model,
 			.heldout_speedup = column_real(st, 24),
 			.gpu = (const char *)sqlite3_column_text(st, 25),
 			.workload = (const char *)sqlite3_column_text(st, 26),
+			.speedup_ci = (const char *)sqlite3_column_text(st, 27),
 		};
 		if ((stop = fn(&t, arg)) != 0)
 			break;
