@@ -21,6 +21,12 @@ SRCS := $(wildcard src/*.c)
 LIB_SRCS := $(filter-out src/main.c src/cmd_%.c,$(SRCS))
 HDRS := $(wildcard src/*.h)
 TEST_SRCS := $(wildcard tests/unit/*.c)
+# Launch attribution's library (build/libmkb_launch.so, below): CUPTI from CUDA_DIR.
+CUDA_DIR ?= /usr/local/cuda-13.0
+CUPTI_INC ?= $(CUDA_DIR)/include
+CUPTI_LIB ?= $(CUDA_DIR)/targets/x86_64-linux/lib
+LAUNCH_PURE := src/launchlog/classify.c src/launchlog/jsonl.c
+LAUNCH_HDRS := $(wildcard src/launchlog/*.h)
 
 # The Debian packages the C build needs (tools/bootstrap.sh --debs); set
 # DEBS_STAMP= where they cannot be installed and PKG_* point elsewhere.
@@ -30,7 +36,8 @@ DEBS_STAMP ?= build/.debs
 # sandbox's memory limit); each mkb copies the one beside it into an attempt.
 SUBMIT_SRCS := src/submit_client/main.c src/submit.c src/util.c src/buf.c
 
-all: build/mkb build/mkb-submit build/mkb-relay build/python build/docs/cutedsl/api-index.txt
+all: build/mkb build/mkb-submit build/mkb-relay build/python build/docs/cutedsl/api-index.txt \
+	$(if $(wildcard $(CUPTI_INC)/cupti.h),build/libmkb_launch.so)
 
 build/.debs: tools/bootstrap.sh
 	@mkdir -p build
@@ -53,9 +60,22 @@ build/mkb-relay build/asan/mkb-relay: src/relay/main.c Makefile | $(DEBS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -O2 -o $@ src/relay/main.c
 
-build/asan/unit: $(LIB_SRCS) $(TEST_SRCS) $(HDRS) tests/unit/unit.h Makefile | $(DEBS_STAMP)
+build/asan/unit: $(LIB_SRCS) $(TEST_SRCS) $(HDRS) $(LAUNCH_PURE) $(LAUNCH_HDRS) tests/unit/unit.h Makefile | $(DEBS_STAMP)
 	@mkdir -p build/asan
-	$(CC) $(CFLAGS_BASE) -Isrc -Itests/unit -DMKB_SOURCE_ROOT=\"$(CURDIR)\" -O1 -g $(SAN) -o $@ $(LIB_SRCS) $(TEST_SRCS) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) -Isrc -Itests/unit -DMKB_SOURCE_ROOT=\"$(CURDIR)\" -O1 -g $(SAN) -o $@ $(LIB_SRCS) $(LAUNCH_PURE) $(TEST_SRCS) $(LDLIBS)
+
+# Launch attribution (docs/launch-attribution.md): a CUDA injection library
+# that records every kernel through CUPTI. Built by `all` only where CUPTI's
+# headers are (CUDA_DIR). Linked against libcupti with a run path, so every
+# CUPTI call is checked against the header's prototype at compile time.
+# Never sanitized: it is loaded into a Python that is not (its pure parts,
+# LAUNCH_PURE, are unit-tested under ASan/UBSan in build/asan/unit).
+LAUNCH_CFLAGS = -std=c17 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wformat=2 -Wno-format-nonliteral -Wvla -O2 -g -fPIC -fvisibility=hidden
+build/libmkb_launch.so: src/launchlog/launchlog.c $(LAUNCH_PURE) $(LAUNCH_HDRS) Makefile
+	@mkdir -p build
+	$(CC) $(LAUNCH_CFLAGS) -shared -isystem $(CUPTI_INC) -o $@ src/launchlog/launchlog.c $(LAUNCH_PURE) \
+		-L$(CUPTI_LIB) -Wl,-rpath,$(CUPTI_LIB) -Wl,-z,defs -lcupti -ldl -pthread
 
 # The grader's Python (a venv with torch, cached outside the clone). A
 # wrapper script, not a link: a venv is recognised by the path it is run by.
@@ -98,7 +118,7 @@ build/docs/cutedsl/api-index.txt: build/python tools/gen_api_index.py tools/gen_
 # Functions that invite overflows (git's banned.h list): none may be called.
 BANNED_RE := \b(strcpy|strcat|strncpy|sprintf|vsprintf|strtok|gets)[[:space:]]*\(
 banned:
-	@if grep -nE '$(BANNED_RE)' $(SRCS) $(HDRS) $(TEST_SRCS) $(SUBMIT_SRCS); then \
+	@if grep -nE '$(BANNED_RE)' $(SRCS) $(HDRS) $(TEST_SRCS) $(SUBMIT_SRCS) src/launchlog/*.[ch]; then \
 		echo "error: banned function used (see above)"; exit 1; fi
 
 check: all banned build/asan/mkb build/asan/mkb-submit build/asan/mkb-relay build/asan/unit build/python-stats

@@ -48,6 +48,7 @@ int main(int argc, char **argv)
 		{sandbox_tests, sandbox_ntests}, {llm_tests, llm_ntests}, {terminal_tests, terminal_ntests}, {agent_tests, agent_ntests},
 		{stats_tests, stats_ntests},
 		{judge_queue_tests, judge_queue_ntests},
+		{launch_tests, launch_ntests},
 	};
 	int passed = 0, failed = 0;
 	for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++) {

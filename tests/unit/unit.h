@@ -36,10 +36,10 @@ struct unit_test {
 /* Each test file exports its table. */
 extern const struct unit_test util_tests[], proc_tests[], catalog_tests[], verdict_tests[], expr_tests[],
 	sandbox_tests[], llm_tests[], terminal_tests[], agent_tests[],
-	stats_tests[], judge_queue_tests[];
+	stats_tests[], judge_queue_tests[], launch_tests[];
 extern const size_t util_ntests, proc_ntests, catalog_ntests, verdict_ntests, expr_ntests,
 	sandbox_ntests, llm_ntests, terminal_ntests, agent_ntests,
-	stats_ntests, judge_queue_ntests;
+	stats_ntests, judge_queue_ntests, launch_ntests;
 
 /* A fresh temporary directory for a test (removed by unit_rmtree). */
 char *unit_tmpdir(void);
