@@ -76,6 +76,11 @@ static double num(const json_t *o, const char *key)
 	return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+static long long count(const json_t *o, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(o, key));
+}
+
 static void fmt_num(char *out, const char *fmt, double v)
 {
 	if (isfinite(v))
@@ -213,20 +218,15 @@ static int write_model(FILE *f, const json_t *m, int md)
 	const json_t *rv = json_object_get(pa, "reverse");
 	bad |= fprintf(f, "\nReverse direction: of %lld helped comparisons, the reverse was helped in %lld, "
 		       "harmed in %lld, neutral in %lld, unresolved in %lld\n\n",
-		       (long long)json_integer_value(json_object_get(rv, "helped")),
-		       (long long)json_integer_value(json_object_get(rv, "reverse_helped")),
-		       (long long)json_integer_value(json_object_get(rv, "reverse_harmed")),
-		       (long long)json_integer_value(json_object_get(rv, "reverse_neutral")),
-		       (long long)json_integer_value(json_object_get(rv, "reverse_unresolved"))) < 0;
+		       count(rv, "helped"), count(rv, "reverse_helped"), count(rv, "reverse_harmed"),
+		       count(rv, "reverse_neutral"), count(rv, "reverse_unresolved")) < 0;
 	if (calls)
 		bad |= fprintf(f, "Calls by intervals: %lld comparisons had both arms passed with a speedup "
 			       "interval (the rest by the ratio alone); the intervals turned %lld calls neutral "
 			       "(%lld helped, %lld harmed) and %lld source standings same\n\n",
-			       (long long)json_integer_value(json_object_get(calls, "n_by_intervals")),
-			       (long long)json_integer_value(json_object_get(calls, "turned_neutral")),
-			       (long long)json_integer_value(json_object_get(calls, "turned_neutral_helped")),
-			       (long long)json_integer_value(json_object_get(calls, "turned_neutral_harmed")),
-			       (long long)json_integer_value(json_object_get(calls, "standing_turned_same"))) < 0;
+			       count(calls, "n_by_intervals"), count(calls, "turned_neutral"),
+			       count(calls, "turned_neutral_helped"), count(calls, "turned_neutral_harmed"),
+			       count(calls, "standing_turned_same")) < 0;
 
 	static const char *const uhead[] = {"usage", "trials", "cost USD", "input tok", "cached tok",
 					    "output tok", "agent s (mean)"};

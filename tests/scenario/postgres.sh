@@ -158,4 +158,79 @@ expect '3 workers drain it; one killed with SIGKILL mid-trial: its trial is recl
 	grep -q "^\"oracle\",.*,\"scores\",\"overall\",\"n\",4,," report.csv
 '
 
+# The same rows, through plain SQL, in a SQLite file and a PostgreSQL
+# database: the report must read the same, the final evaluations' speedup
+# intervals included (tests/scenario/report.sh works these out by hand:
+# --calls intervals turns 2 of 8 calls neutral). A result is a speedup_ci,
+# null, a malformed (truncated) text or absent.
+cat >"$TMP/ci.spec" <<'S'
+28 solo_cutedsl 1.0 0.95:1.05
+28 solo_tirx 1.0 0.90:1.10
+28 cutedsl2tirx_skill 1.2 1.05:1.30
+28 tirx2cutedsl_skill 1.5 1.40:1.60
+36 solo_cutedsl 2.0 1.9:2.1
+36 solo_tirx 1.0 0.95:1.05
+36 cutedsl2tirx_skill 0.5 0.45:0.55
+36 tirx2cutedsl_skill 1.9 -
+1 solo_cutedsl 1.1 0.9:1.3
+1 solo_tirx 1.0 0.8:1.2
+1 cutedsl2tirx_skill 0.9 0.7:1.1
+1 tirx2cutedsl_skill - -
+2 solo_cutedsl 1.0 bad
+2 solo_tirx 1.0 null
+2 cutedsl2tirx_skill 1.5 1.0:1.6
+2 tirx2cutedsl_skill 1.5 1.0:1.6
+S
+cat >"$TMP/ci_sql.py" <<'PY'
+import json, sys
+def lit(v):
+    return "NULL" if v is None else repr(v) if isinstance(v, (int, float)) else "'" + v.replace("'", "''") + "'"
+now = "2025-01-01T00:00:00Z"
+for i, line in enumerate(open(sys.argv[1]).read().splitlines()):
+    if not line.strip():
+        continue
+    prob, arm, speed, ci = line.split()
+    dsl = "tirx" if arm in ("solo_tirx", "cutedsl2tirx_skill") else "cutedsl"
+    passed = speed != "-"
+    status = "passed" if passed else "failed"
+    result = None if ci == "-" else '{"status":"passed","speedup_ci":[0.95,1.05' if ci == "bad" else json.dumps(
+        {"status": status, "speedup_ci": None if ci == "null" else [float(x) for x in ci.split(":")]}, separators=(",", ":"))
+    print("INSERT INTO evaluations (id, started_at, problem, dsl, workload, device, kernel_path, problem_sha256,"
+          " grader_sha256, options, status, passed, speedup, result) VALUES (%s);" % ", ".join(map(lit, (
+          i + 1, now, int(prob), dsl, "visible", "cuda", "k.py", "x", "x", "{}", status, int(passed),
+          float(speed) if passed else None, result))))
+    print("INSERT INTO attempts (id, started_at, problem, dsl, model, arm, workdir, options, status, final_evaluation)"
+          " VALUES (%s);" % ", ".join(map(lit, (i + 1, now, int(prob), dsl, "c", arm, "w", "{}", status, i + 1))))
+    print("INSERT INTO trials (name, model, decoding, arm, problem, dsl, replicate, fingerprint, status, attempt,"
+          " created_at) VALUES (%s);" % ", ".join(map(lit, ("p%02d_r1_%s" % (int(prob), arm), "c", "{}", arm,
+          int(prob), dsl, 1, "f", status, i + 1, now))))
+PY
+
+expect 'the report reads the same from PostgreSQL as from SQLite, speedup intervals included (--calls intervals)' '
+	python3 "$TMP/ci_sql.py" "$TMP/ci.spec" >ci.sql
+	"$PGBIN/createdb" -h 127.0.0.1 -p "$PORT" -U mkb mkbci
+	CI_URL="postgres://mkb@127.0.0.1:$PORT/mkbci"
+	"$MKB" status --store "$CI_URL" >/dev/null
+	"$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U mkb -d mkbci -f ci.sql
+	"$MKB" status --store ci.db >/dev/null
+	python3 -c "import sqlite3, sys; db = sqlite3.connect(\"ci.db\"); db.executescript(open(\"ci.sql\").read()); db.commit()"
+	for calls in paper intervals; do
+		"$MKB" report --store "$CI_URL" --format json --calls $calls >pg-$calls.json
+		"$MKB" report --store ci.db --format json --calls $calls >sq-$calls.json
+		"$MKB" report --store "$CI_URL" --calls $calls >pg-$calls.txt
+		"$MKB" report --store ci.db --calls $calls >sq-$calls.txt
+		cmp pg-$calls.txt sq-$calls.txt
+	done
+	python3 - <<PY
+import json
+for calls in ("paper", "intervals"):
+    pg, sq = (json.load(open("%s-%s.json" % (b, calls))) for b in ("pg", "sq"))
+    assert pg.pop("store").startswith("postgres://") and sq.pop("store") == "ci.db"
+    assert pg == sq, calls
+c = pg["models"][0]["paired"]
+assert c["calls"]["turned_neutral"] == 2 and c["calls"]["n_by_intervals"] == 4, c["calls"]
+assert (c["groups"]["all"]["helped"], c["groups"]["all"]["harmed"], c["groups"]["all"]["neutral"]) == (3, 3, 2)
+PY
+'
+
 finish

@@ -6,16 +6,26 @@
 PYSTATS=${MKB_PYTHON_STATS:-$TOP/build/python-stats}
 
 # mkstore DB < spec: one trial a line,
-#   model problem replicate arm status passed speedup skill cost [archived [kernel_ms gpu]]
+#   model problem replicate arm status passed speedup skill cost [archived [kernel_ms gpu [ci]]]
 # passed 1/0/- (- : no final evaluation), speedup a number or -, skill y/n
 # (the attempt left a SKILL.md), cost a number or - (unknown); kernel_ms
 # (the final evaluation's median) a number or -, gpu its name with _ for a
-# space or - (none). A skipped trial has no attempt. Every attempt used 1000
+# space or - (none); ci the grader's speedup_ci in the evaluation's result
+# column: lo:hi, null (the key with null), bad (a truncated, malformed
+# result) or - (no result). A skipped trial has no attempt. Every attempt used 1000
 # input tokens (100 cached), 50 output tokens and 10 s; every evaluation is
 # of the visible workload.
 cat >"$TMP/mkstore.py" <<'PY'
-import sqlite3, sys
+import json, sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
+def result(ci, status, speed):
+    if ci == "-":
+        return None
+    if ci == "bad":
+        return '{"status":"passed","speedup_ci":[0.95,1.05'
+    r = {"status": status, "speedup": None if speed == "-" else float(speed),
+         "speedup_ci": None if ci == "null" else [float(x) for x in ci.split(":")]}
+    return json.dumps(r, separators=(",", ":"))  # compact, as the store writes it
 now = "2025-01-01T00:00:00Z"
 for line in sys.stdin.read().splitlines():
     if not line.strip() or line.startswith("#"):
@@ -25,16 +35,18 @@ for line in sys.stdin.read().splitlines():
     archived = int(f[9]) if len(f) > 9 else 0
     kernel_ms = float(f[10]) if len(f) > 10 and f[10] != "-" else None
     gpu = f[11].replace("_", " ") if len(f) > 11 and f[11] != "-" else None
+    ci = f[12] if len(f) > 12 else "-"
     dsl = "tirx" if arm in ("solo_tirx", "cutedsl2tirx_skill") else "cutedsl"
     attempt = None
     if status != "skipped":
         ev = None
         if passed != "-":
             cur = db.execute("INSERT INTO evaluations (started_at, problem, dsl, workload, device, kernel_path,"
-                             " problem_sha256, grader_sha256, options, status, passed, speedup, kernel_ms, gpu)"
-                             " VALUES (?, ?, ?, 'visible', 'cuda', 'k.py', 'x', 'x', '{}', ?, ?, ?, ?, ?)",
+                             " problem_sha256, grader_sha256, options, status, passed, speedup, kernel_ms, gpu,"
+                             " result) VALUES (?, ?, ?, 'visible', 'cuda', 'k.py', 'x', 'x', '{}', ?, ?, ?, ?, ?, ?)",
                              (now, int(prob), dsl, "passed" if passed == "1" else "failed", int(passed),
-                              None if speed == "-" else float(speed), kernel_ms, gpu))
+                              None if speed == "-" else float(speed), kernel_ms, gpu,
+                              result(ci, "passed" if passed == "1" else "failed", speed)))
             ev = cur.lastrowid
         cur = db.execute("INSERT INTO attempts (started_at, problem, dsl, model, arm, workdir, options, status,"
                          " final_evaluation, input_tokens, cached_tokens, output_tokens, cost_usd, agent_s, skill_out)"
@@ -454,6 +466,91 @@ expect 'speed of light per arm: floor / kernel median, geometric mean over passi
 	[ -s hand.db ] || mkstore hand.db <"$TMP/hand.spec"
 	! "$MKB" report --store hand.db --format json | grep -q "\"sol\""
 	! "$MKB" report --store hand.db | grep -q "Speed of light"
+'
+
+# --calls intervals, worked by hand. Each line: speedup, then the speedup
+# interval of the final evaluation. A comparison is skill arm against the
+# solo of the target DSL (cutedsl2tirx: base solo_tirx, source
+# solo_cutedsl; tirx2cutedsl the reverse). delta 0.05: helped r >= 1.05,
+# harmed r <= 1/1.05 = 0.952.
+#                        paper    intervals
+# 28 cutedsl2tirx  r 1.2 helped   neutral  [1.05,1.30] overlaps solo [0.90,1.10]
+# 28 tirx2cutedsl  r 1.5 helped   helped   [1.40,1.60] above solo [0.95,1.05]
+# 36 cutedsl2tirx  r 0.5 harmed   harmed   [0.45,0.55] below solo [0.95,1.05]
+# 36 tirx2cutedsl  r .95 harmed   harmed   the skill arm has no interval: the paper's rule
+# 01 cutedsl2tirx  r 0.9 harmed   neutral  [0.70,1.10] overlaps solo [0.80,1.20]
+# 01 tirx2cutedsl  failed: harmed harmed   an arm failed: the paper's rule
+# 02 cutedsl2tirx  r 1.5 helped   helped   the solo's speedup_ci is null: the paper's rule
+# 02 tirx2cutedsl  r 1.5 helped   helped   the solo's result is malformed: the paper's rule
+#                                          (had either been read as ~1, [1.0,1.6] overlaps it)
+# paper: 4 helped, 4 harmed; intervals: 3 helped, 3 harmed, 2 neutral; the
+# intervals decided 4 (28 x2, 36 cutedsl2tirx, 01 cutedsl2tirx) and turned
+# 2 neutral (1 helped, 1 harmed). Source standing (source solo against base
+# solo): 28 same/same; 36 above and below, the intervals separate; 01 1.1
+# vs 1.0 above (cutedsl2tirx) and below (tirx2cutedsl) by the paper, but
+# [0.9,1.3] and [0.8,1.2] overlap: same under intervals (2 turned same).
+cat >"$TMP/ci.spec" <<'S'
+c 28 1 solo_cutedsl passed 1 1.0 y 0.01 0 - - 0.95:1.05
+c 28 1 solo_tirx passed 1 1.0 y 0.01 0 - - 0.90:1.10
+c 28 1 cutedsl2tirx_skill passed 1 1.2 y 0.01 0 - - 1.05:1.30
+c 28 1 tirx2cutedsl_skill passed 1 1.5 y 0.01 0 - - 1.40:1.60
+c 36 1 solo_cutedsl passed 1 2.0 y 0.01 0 - - 1.9:2.1
+c 36 1 solo_tirx passed 1 1.0 y 0.01 0 - - 0.95:1.05
+c 36 1 cutedsl2tirx_skill passed 1 0.5 y 0.01 0 - - 0.45:0.55
+c 36 1 tirx2cutedsl_skill passed 1 1.9 y 0.01 0 - - -
+c 1 1 solo_cutedsl passed 1 1.1 y 0.01 0 - - 0.9:1.3
+c 1 1 solo_tirx passed 1 1.0 y 0.01 0 - - 0.8:1.2
+c 1 1 cutedsl2tirx_skill passed 1 0.9 y 0.01 0 - - 0.7:1.1
+c 1 1 tirx2cutedsl_skill failed 0 - y 0.01 0 - - -
+c 2 1 solo_cutedsl passed 1 1.0 y 0.01 0 - - bad
+c 2 1 solo_tirx passed 1 1.0 y 0.01 0 - - null
+c 2 1 cutedsl2tirx_skill passed 1 1.5 y 0.01 0 - - 1.0:1.6
+c 2 1 tirx2cutedsl_skill passed 1 1.5 y 0.01 0 - - 1.0:1.6
+S
+
+expect '--calls intervals: helped or harmed only where the speedup intervals separate; paper (the default) unchanged' '
+	mkstore ci.db <"$TMP/ci.spec"
+	"$MKB" report --store ci.db --format json >cp.json
+	"$MKB" report --store ci.db --format json --calls paper >cp2.json
+	cmp cp.json cp2.json
+	"$MKB" report --store ci.db --format json --calls intervals >ci.json
+	p() { jget "models.0.paired.$1" <"$2"; }
+	[ "$(p groups.all.helped cp.json)/$(p groups.all.harmed cp.json)/$(p groups.all.neutral cp.json)" = 4/4/0 ]
+	[ "$(p groups.all.helped ci.json)/$(p groups.all.harmed ci.json)/$(p groups.all.neutral ci.json)" = 3/3/2 ]
+	[ "$(p groups.cutedsl2tirx.helped ci.json)/$(p groups.cutedsl2tirx.harmed ci.json)" = 1/1 ]
+	[ "$(p groups.tirx2cutedsl.helped ci.json)/$(p groups.tirx2cutedsl.harmed ci.json)" = 2/2 ]
+	[ "$(p by_source_standing.above.n cp.json)/$(p by_source_standing.same.n cp.json)/$(p by_source_standing.below.n cp.json)" = 2/4/2 ]
+	[ "$(p by_source_standing.above.n ci.json)/$(p by_source_standing.same.n ci.json)/$(p by_source_standing.below.n ci.json)" = 1/6/1 ]
+	[ "$(p calls ci.json)" = "{\"rule\": \"intervals\", \"n_by_intervals\": 4, \"n_by_paper_rule\": 4, \"turned_neutral\": 2, \"turned_neutral_helped\": 1, \"turned_neutral_harmed\": 1, \"standing_turned_same\": 2}" ]
+	# the rule is recorded: options, legend, each comparison; the paper'"'"'s output has none of it
+	[ "$(jget options.calls <ci.json)" = "\"intervals\"" ]
+	jget legend.paired <ci.json | grep -q "calls by intervals (--calls intervals)"
+	! grep -q "\"calls\"\|--calls" cp.json
+	python3 - <<PY
+import json
+c = {(x["number"], x["direction"]): (x["class"], x["paper_class"], x["call"])
+     for x in json.load(open("ci.json"))["comparisons"]}
+want = {(28, "cutedsl2tirx"): ("neutral", "helped", "intervals"), (28, "tirx2cutedsl"): ("helped", "helped", "intervals"),
+        (36, "cutedsl2tirx"): ("harmed", "harmed", "intervals"), (36, "tirx2cutedsl"): ("harmed", "harmed", "paper"),
+        (1, "cutedsl2tirx"): ("neutral", "harmed", "intervals"), (1, "tirx2cutedsl"): ("harmed", "harmed", "paper"),
+        (2, "cutedsl2tirx"): ("helped", "helped", "paper"), (2, "tirx2cutedsl"): ("helped", "helped", "paper")}
+assert c == want, c
+PY
+	# the text, CSV (and so HTML) say it
+	"$MKB" report --store ci.db --calls intervals >ci.txt
+	grep -q "helped r >= 1.05, harmed r <= 1/1.05 and the speedup intervals separate where both arms passed with one;" ci.txt
+	grep -q "^Calls by intervals: 4 comparisons had both arms passed with a speedup interval (the rest by the ratio alone); the intervals turned 2 calls neutral (1 helped, 1 harmed) and 2 source standings same$" ci.txt
+	"$MKB" report --store ci.db --calls intervals --format csv | grep -q "^\"c\",\"{}\",\"paired\",\"calls\",\"turned_neutral\",2,,$"
+	! "$MKB" report --store ci.db | grep -q "intervals separate\|Calls by intervals"
+	# a store without intervals (the hand-worked one): the intervals change no call
+	[ -s hand.db ] || mkstore hand.db <"$TMP/hand.spec"
+	"$MKB" report --store hand.db --format json --calls intervals >hi.json
+	[ "$(jget models.0.paired.calls.n_by_intervals <hi.json)/$(jget models.0.paired.calls.turned_neutral <hi.json)" = 0/0 ]
+	[ "$(jget models.0.paired.groups.all.helped <hi.json)/$(jget models.0.paired.groups.all.harmed <hi.json)" = 2/1 ]
+	set +e
+	"$MKB" report --store ci.db --calls noise >/dev/null 2>err.txt; rc=$?
+	set -e
+	[ $rc = 2 ] && grep -q "calls must be paper or intervals" err.txt
 '
 
 expect 'the report only reads: a missing store is an error and is not created; bad flags are usage errors' '
