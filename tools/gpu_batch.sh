@@ -4,9 +4,10 @@
 # limited number of files per call: rows-STEP.jsonl, tables-STEP.md,
 # stderr-STEP.txt).
 #
-#   tools/gpu_batch.sh judge          vmm check, smoke, old vs new judge (28 tirx,
-#                                     36 cutedsl; SANDBOX_OFF=1 adds the new judge with
-#                                     every confinement layer off), adversarial suite
+#   tools/gpu_batch.sh judge          vmm check, smoke, the timing probe (made, staged
+#                                     d2d, GPU idle before the call, kept busy), old vs
+#                                     new judge (28 tirx, 36 cutedsl; SANDBOX_OFF=1 adds
+#                                     the new judge with every layer off), adversarial
 #   tools/gpu_batch.sh kernels [P]    shipped solutions of problems P (default the five
 #                                     rewritten in session 12), visible + held-out
 #   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P
@@ -25,7 +26,8 @@ judge)
 	PYTHONPATH=grader:$PYTHONPATH "$MKB_PYTHON" tests/gpu/vmm_share.py >"$work/vmm.txt" 2>&1
 	cat "$work/vmm.txt"
 	OUT=$work tools/gpu_judge.sh smoke 2>/dev/null | tail -6
-	PROBE_DSLS=" " OUT=$work tools/gpu_judge.sh gap 2>/dev/null | tail -12
+	PROBE_CONDITIONS="made,staged-d2d,idle,idle+kept" OUT=$work tools/gpu_judge.sh gap 2>/dev/null | tail -12
+	cat "$work/probe.md"
 	OUT=$work tools/gpu_judge.sh adversarial 2>/dev/null | tail -25
 	;;
 kernels)
