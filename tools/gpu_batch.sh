@@ -7,12 +7,15 @@
 #   tools/gpu_batch.sh judge          vmm check, smoke, the timing probe (made, staged
 #                                     d2d, GPU idle before the call, kept busy), old vs
 #                                     new judge (28 tirx, 36 cutedsl; SANDBOX_OFF=1 adds
-#                                     the new judge with every layer off), adversarial
+#                                     the new judge with every layer off; with the GPU
+#                                     kept busy until the call, MKB_JUDGE_KEEP=1)
+#   tools/gpu_batch.sh adversarial    every tests/adversarial/ kernel on problem 28
 #   tools/gpu_batch.sh kernels [P]    shipped solutions of problems P (default the five
 #                                     rewritten in session 12), visible + held-out
 #   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P
 #
-# Session 12 ran `judge` and `kernels` (results/h200-judge-trusted.md).
+# Session 12 ran `judge` (then with adversarial inside) and `kernels`
+# (results/h200-judge-trusted.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export MKB_PYTHON=${MKB_PYTHON:-/opt/torch/.venv/bin/python}
@@ -26,8 +29,10 @@ judge)
 	PYTHONPATH=grader:$PYTHONPATH "$MKB_PYTHON" tests/gpu/vmm_share.py >"$work/vmm.txt" 2>&1
 	cat "$work/vmm.txt"
 	OUT=$work tools/gpu_judge.sh smoke 2>/dev/null | tail -6
-	PROBE_CONDITIONS="made,staged-d2d,idle,idle+kept" OUT=$work tools/gpu_judge.sh gap 2>/dev/null | tail -12
+	KEEP=1 PROBE_CONDITIONS="made,staged-d2d,idle,idle+kept" OUT=$work tools/gpu_judge.sh gap 2>/dev/null | tail -12
 	cat "$work/probe.md"
+	;;
+adversarial)
 	OUT=$work tools/gpu_judge.sh adversarial 2>/dev/null | tail -25
 	;;
 kernels)

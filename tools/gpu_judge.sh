@@ -16,8 +16,9 @@
 #                                   picks, PROBE_CONDITIONS= its --conditions), then
 #                                   28/tirx and 36/cutedsl under the old judge and the
 #                                   new one (PREP=touch|warm: also the new one with
-#                                   MKB_JUDGE_PREP; SANDBOX_OFF=1: also with every
-#                                   confinement layer off), interleaved, twice
+#                                   MKB_JUDGE_PREP; KEEP=1: with MKB_JUDGE_KEEP=1;
+#                                   SANDBOX_OFF=1: with every confinement layer
+#                                   off), interleaved, twice
 #   tools/gpu_judge.sh all [P]      every shipped solution, visible and held-out
 #                                   (WORKLOADS="heldout": one), new judge, 4 at a time
 #
@@ -120,6 +121,8 @@ gap)
 			row old "$n" passed "$p" "$dsl" visible "$k"
 			row new "$n" passed "$p" "$dsl" visible "$k"
 			[ -z "${PREP:-}" ] || MKB_JUDGE_PREP=$PREP row new "$n prep=$PREP" passed "$p" "$dsl" visible "$k"
+			# KEEP=1: also the new judge with the GPU kept busy until the call
+			[ -z "${KEEP:-}" ] || MKB_JUDGE_KEEP=1 row new "$n keep" passed "$p" "$dsl" visible "$k"
 			# SANDBOX_OFF=1: also the new judge with every confinement layer off
 			# (seccomp's speculation mitigations included), to separate the
 			# sandbox from the process split

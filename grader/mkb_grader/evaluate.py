@@ -48,6 +48,10 @@ SPIN_S = 0.0 if os.environ.get("MKB_JUDGE_WAIT") == "block" else 0.5
 # MKB_JUDGE_PREP=touch: it rewrites the inputs themselves on the GPU, as
 # making them there did in the paper's harness.
 WARM = os.environ.get("MKB_JUDGE_PREP") if os.environ.get("MKB_JUDGE_PREP") in ("warm", "touch") else False
+# (diagnosis, off by default until measured) MKB_JUDGE_KEEP=1: between its
+# prepare and its call the candidate keeps the GPU busy with ~10 us sleeps,
+# so the GPU is not idle for the round trip before the call.
+KEEP = os.environ.get("MKB_JUDGE_KEEP") == "1"
 
 
 class ArenaRefused(Exception):
@@ -235,7 +239,7 @@ class Evaluation:
             # the copies into a device arena are asynchronous: done before
             # the candidate reads them
             torch.cuda.synchronize()
-        self.ask({"op": "prepare", "inputs": desc, "spin": SPIN_S, "warm": WARM})
+        self.ask({"op": "prepare", "inputs": desc, "spin": SPIN_S, "warm": WARM, "keep": KEEP})
 
     def _grow(self, in_size=None, out_size=None):
         """New arenas (at least doubling), announced with their descriptors.

@@ -40,11 +40,12 @@ class Peer:
         except (BrokenPipeError, ConnectionResetError) as exc:
             raise PeerLost(str(exc)) from exc
 
-    def recv(self, timeout=None, spin=0.0):
+    def recv(self, timeout=None, spin=0.0, idle=None):
         """(object, fds). fds is empty unless this end accepts descriptors.
         spin: seconds to poll without sleeping before blocking (the core
-        stays awake, its caches warm, for a message due at once)."""
-        got = self._poll(spin) if spin > 0 else None
+        stays awake, its caches warm, for a message due at once); idle: a
+        function called between polls."""
+        got = self._poll(spin, idle) if spin > 0 else None
         try:
             if got is None:
                 self.sock.settimeout(timeout)
@@ -76,7 +77,7 @@ class Peer:
             raise ProtocolError("message is not a JSON object")
         return obj, fds
 
-    def _poll(self, seconds):
+    def _poll(self, seconds, idle=None):
         """A message if one arrives within seconds of busy polling, else None."""
         import time
         self.sock.settimeout(None)
@@ -88,6 +89,8 @@ class Peer:
             except BlockingIOError:
                 if time.perf_counter() > end:
                     return None
+                if idle is not None:
+                    idle()
             except ConnectionResetError as exc:
                 raise PeerLost(str(exc)) from exc
 
