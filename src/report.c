@@ -1404,7 +1404,8 @@ struct report *report_compute(struct store *s, const struct catalog *catalog, co
 	struct report *rep = xcalloc(1, sizeof(*rep));
 	rep->data = (struct loader){catalog, NULL, 0, 0};
 	rep->calls = o->calls;
-	if (store_trial_results(s, o->model, load_row, &rep->data) != 0) {
+	int intervals = o->calls == REPORT_CALLS_INTERVALS;
+	if (store_trial_results(s, o->model, intervals, load_row, &rep->data) != 0) {
 		report_free(rep);
 		return NULL;
 	}

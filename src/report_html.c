@@ -327,11 +327,11 @@ static int trial_pages(FILE *f, const struct report *r)
 	struct pages pg = {f, s, 0, 0};
 	pg.bad |= fputs("<section class=\"trials\"><h2>Trials</h2>\n<table><tr><th>trial</th><th>model</th>"
 			"<th>status</th><th>speedup</th></tr>\n", f) == EOF;
-	if (store_trial_results(s, model, put_index_row, &pg) < 0)
+	if (store_trial_results(s, model, 0, put_index_row, &pg) < 0)
 		return -1;
 	pg.bad |= fputs("</table>\n", f) == EOF;
 	pg.n = 0;
-	if (store_trial_results(s, model, put_trial, &pg) < 0)
+	if (store_trial_results(s, model, 0, put_trial, &pg) < 0)
 		return -1;
 	pg.bad |= fputs("</section>\n", f) == EOF;
 	return pg.bad ? -1 : 0;

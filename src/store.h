@@ -144,8 +144,10 @@ struct trial_result {
 
 /* Call fn for every live trial (of model, or of all models when NULL),
  * ordered by model, decoding, problem, replicate and arm; fn's nonzero
- * return stops the walk and is returned. 0, or -1 on a store error. */
-int store_trial_results(struct store *s, const char *model,
+ * return stops the walk and is returned. 0, or -1 on a store error.
+ * intervals: also read speedup_ci (it parses every final evaluation's
+ * stored result: only for `mkb report --calls intervals`); else it is NULL. */
+int store_trial_results(struct store *s, const char *model, int intervals,
 			int (*fn)(const struct trial_result *t, void *arg), void *arg);
 
 /* ---- the queue of mkb worker (PostgreSQL; SQLite says it has none) -------

@@ -780,11 +780,12 @@ static json_t *pg_trials_summary(struct store *s)
 	return rows;
 }
 
-static int pg_trial_results(struct store *s, const char *model,
+static int pg_trial_results(struct store *s, const char *model, int intervals,
 			    int (*fn)(const struct trial_result *t, void *arg), void *arg)
 {
 	struct params p = {0};
 	p_text(&p, model);
+	p_int(&p, intervals != 0);
 	PGresult *r = query(s, "trial results",
 		"SELECT t.name, t.model, t.decoding, t.arm, t.dsl, t.status, t.note, a.reason,"
 		" t.problem, t.replicate, t.attempt, e.passed, e.speedup, e.kernel_ms, e.eager_ms,"
@@ -795,8 +796,8 @@ static int pg_trial_results(struct store *s, const char *model,
 		 * text (compact, as jansson wrote it), not through a cast to
 		 * json, which fails the whole read on one malformed result
 		 * (PostgreSQL 15 has no validity test that does not throw);
-		 * report.c parses and checks it */
-		" substring(e.result from '\"speedup_ci\":\\s*(\\[[^]]*\\])')"
+		 * report.c parses and checks it. Only when asked ($2). */
+		" CASE WHEN $2::int <> 0 THEN substring(e.result from '\"speedup_ci\":\\s*(\\[[^]]*\\])') END"
 		" FROM trials t LEFT JOIN attempts a ON a.id = t.attempt"
 		" LEFT JOIN evaluations e ON e.id = a.final_evaluation"
 		" LEFT JOIN evaluations h ON h.id = a.heldout_evaluation"

@@ -716,7 +716,7 @@ static long long column_count(sqlite3_stmt *st, int i)
 	return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
 }
 
-static int sq_trial_results(struct store *s, const char *model,
+static int sq_trial_results(struct store *s, const char *model, int intervals,
 			int (*fn)(const struct trial_result *t, void *arg), void *arg)
 {
 	static const char sql[] =
@@ -725,9 +725,10 @@ static int sq_trial_results(struct store *s, const char *model,
 		" a.input_tokens, a.cached_tokens, a.output_tokens, a.cost_usd, a.agent_s,"
 		" a.skill_out IS NOT NULL AND a.skill_out <> '', a.skill_in_tokens, a.skill_out_tokens,"
 		" h.passed, h.speedup, e.gpu, e.workload,"
-		/* the speedup's interval as JSON text; json_extract would fail
+		/* the speedup's interval as JSON text, only when asked (?2):
+		 * it parses every stored result; json_extract alone would fail
 		 * the whole read on one malformed result */
-		" CASE WHEN json_valid(e.result) THEN CASE json_type(e.result, '$.speedup_ci')"
+		" CASE WHEN ?2 AND json_valid(e.result) THEN CASE json_type(e.result, '$.speedup_ci')"
 		"  WHEN 'array' THEN json_extract(e.result, '$.speedup_ci') END END"
 		" FROM trials t LEFT JOIN attempts a ON a.id = t.attempt"
 		" LEFT JOIN evaluations e ON e.id = a.final_evaluation"
@@ -737,7 +738,7 @@ static int sq_trial_results(struct store *s, const char *model,
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return sql_error(s, "prepare trial results");
-	int rc = bind_text(st, 1, model), stop = 0;
+	int rc = bind_text(st, 1, model) | sqlite3_bind_int(st, 2, intervals != 0), stop = 0;
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct trial_result t = {
 			.name = (const char *)sqlite3_column_text(st, 0),

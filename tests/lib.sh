@@ -36,6 +36,36 @@ field() {
 	python3 -c 'import json,sys; v=json.load(sys.stdin)[sys.argv[1]]; print(v if not isinstance(v, bool) else str(v).lower())' "$1"
 }
 
+# Every process below PID (depth first), while they run: a test that kills
+# an mkb checks these are gone, not every process of a name on the machine
+# (other suites may be grading at the same time).
+descendants() {
+	local c
+	for c in $(pgrep -P "$1" 2>/dev/null); do
+		echo "$c"
+		descendants "$c"
+	done
+}
+
+# Succeeds if any PID given is still running (a zombie is not).
+alive() {
+	local p s
+	for p in "$@"; do
+		s=$(ps -o stat= -p "$p" 2>/dev/null) || continue
+		case "$s" in Z*) ;; *) return 0 ;; esac
+	done
+	return 1
+}
+
+# Succeeds if one of the PIDs given runs the candidate process.
+has_candidate() {
+	local p
+	for p in "$@"; do
+		tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | grep -q "mkb_grader.candidate" && return 0
+	done
+	return 1
+}
+
 finish() {
 	printf '%s: %d passed, %d failed\n' "$(basename "$0" .sh)" "$TESTS_PASSED" "$TESTS_FAILED"
 	[ "$TESTS_FAILED" -eq 0 ]

@@ -217,6 +217,8 @@ expect 'SIGTERM of mkb eval kills the evaluation and records it as interrupted' 
 	"$MKB" eval 28 --dsl cutedsl $FAST --json "$K/28_hang.py" >out.json 2>err.txt &
 	pid=$!
 	sleep 5 # in whatever stage it is by then
+	kids=$(descendants $pid)
+	has_candidate $kids
 	kill -TERM $pid
 	set +e
 	wait $pid
@@ -227,7 +229,7 @@ expect 'SIGTERM of mkb eval kills the evaluation and records it as interrupted' 
 	field reason <out.json | grep -q "interrupted by signal 15"
 	python3 -c "import sqlite3; r = sqlite3.connect(\"$TMP/sig.db\").execute(\"select status from evaluations\").fetchall(); assert r == [(\"infra_error\",)], r"
 	sleep 0.3
-	! pgrep -f "mkb_grader.candidate"
+	! alive $kids
 '
 
 sql() { # DB SQL...: run statements, print rows as a|b lines (no sqlite3 CLI needed)
@@ -246,10 +248,12 @@ expect 'kill -9 of mkb eval leaves nothing running, and the next one marks its r
 	"$MKB" eval 28 --dsl cutedsl $FAST --json "$K/28_hang.py" >/dev/null 2>&1 &
 	pid=$!
 	sleep 5
+	kids=$(descendants $pid)
+	has_candidate $kids
 	kill -KILL $pid
 	wait $pid || true
 	sleep 0.5
-	! pgrep -f "mkb_grader.candidate"
+	! alive $kids
 	[ "$(sql "$TMP/kill.db" "select status from evaluations")" = running ]
 	"$MKB" eval 28 --dsl cutedsl $FAST --json "$K/28_torch_ok.py" >out.json 2>err.txt
 	grep -q "1 row (evaluations, attempts) left running by an mkb process that ended" err.txt
