@@ -57,15 +57,16 @@ class Runner:
         if len(fds) != 2:
             return {"error": "arena message without its two descriptors", "cuda": False}
         where = "gpu" if msg.get("where") == "gpu" else "host"
+        unmappable = (vmm.VmmError, RuntimeError) if where == "gpu" else vmm.VmmError
         try:
             new_in = arena.make(msg["in"], where, fds[0])
-        except vmm.VmmError as exc:
+        except unmappable as exc:
             for fd in fds:
                 os.close(fd)
             return {"ok": True, "mapped": False, "why": str(exc)}
         try:
             new_out = arena.make(msg["out"], where, fds[1])
-        except vmm.VmmError as exc:
+        except unmappable as exc:
             new_in.close()
             os.close(fds[1])
             return {"ok": True, "mapped": False, "why": str(exc)}

@@ -273,7 +273,7 @@ class Evaluation:
             made.append(new_in)
             new_out = arena.make(out_size, where) if grow_out else self.arena_out
             made.append(new_out)
-        except vmm.VmmError as exc:
+        except (vmm.VmmError, RuntimeError) as exc:  # RuntimeError: torch's, on the mapping
             for a in made:
                 if a is not self.arena_in:
                     a.close()

@@ -65,10 +65,15 @@ def _cuda():
             "cuMemAddressFree": [u64, size_t],
             "cuMemRelease": [u64],
         }
+        lib = _lib
+        _lib = None
         for name, args in sig.items():
-            fn = getattr(_lib, name)
+            fn = getattr(lib, name, None)
+            if fn is None:
+                raise VmmError(f"libcuda has no {name} (driver too old)")
             fn.argtypes = args
             fn.restype = ctypes.c_int
+        _lib = lib
     return _lib
 
 
