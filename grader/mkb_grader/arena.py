@@ -284,8 +284,9 @@ def snapshot(arena, desc, expected, slots, device):
 
 def private_copy(view, device):
     """The checker's own copy of an arena view, on its device: one copy,
-    straight from the shared pages (a DMA from the page-locked arena on a
-    GPU, with no staging copy through the CPU's caches)."""
+    straight from the shared memory (device to device from a device arena,
+    a DMA from a page-locked host one), with no staging copy through the
+    CPU's caches."""
     if torch.device(device).type == "cpu":
         return view.clone()
     return torch.empty_strided(view.shape, view.stride(), dtype=view.dtype, device=device).copy_(view)

@@ -28,7 +28,8 @@ from .wire import PeerLost, PeerTimeout, ProtocolError
 DSL_MODULES = {"cutedsl": "cutlass", "tirx": "tvm"}
 # Start-up of the candidate process (interpreter, torch), not the kernel's.
 START_LIMIT_S = 300.0
-# Calls that only measure the round trip through the candidate process.
+# Empty calls through the candidate process before the warm-up calls (each
+# timed call then has its own, measured just before it).
 CALIBRATION_CALLS = 8
 # The round trip the timing check allows at most, whatever the candidate's
 # calibration calls claim (a candidate could slow those down to widen it).
@@ -122,8 +123,8 @@ class Evaluation:
         # A fixed seed (tests only) makes every draw reproducible.
         self.rng = random.Random(seed) if seed is not None else None
         self.arena_in = self.arena_out = None
-        self.transfer = {}
-        self.solve_cpu_ms = []  # as the candidate reports it: diagnosis only
+        self.arena_refused = None  # why device arenas could not be used, once they could not
+        self.transfer = {}  # timing.transfer: set with each pair of arenas
         self.ref_err = []  # per float output: the reference's own error, max over draws
         self.lock = gpulock.GpuLock(request.get("gpu_lock")) if self.device == "cuda" else None
         self.result = {
@@ -253,13 +254,13 @@ class Evaluation:
         grow_out = old_out is None or out_size > old_out.size
         in_size = max(in_size, 2 * (old_in.size if old_in else 0)) if grow_in else old_in.size
         out_size = max(out_size, 2 * (old_out.size if old_out else 0)) if grow_out else old_out.size
-        where = "gpu" if self.device == "cuda" and self.transfer.get("kind") != "host" else "host"
+        where = "gpu" if self.device == "cuda" and not self.arena_refused else "host"
         try:
             self._announce(where, in_size, out_size, grow_in, grow_out)
         except ArenaRefused as exc:
             # Either side could not map device memory shared by descriptor:
             # host memory from now on (slower per call, still correct).
-            self.transfer = {"kind": "host", "why": str(exc)[:300]}
+            self.arena_refused = str(exc)[:300]
             self._announce("host", in_size, out_size, True, True)
         for old, new in ((old_in, self.arena_in), (old_out, self.arena_out)):
             if old is not None and old is not new:
@@ -289,17 +290,16 @@ class Evaluation:
                     a.close()
             raise ArenaRefused(f"candidate: {str(reply.get('why'))[:200]}")
         self.arena_in, self.arena_out = new_in, new_out
-        if self.device == "cuda" and where == "gpu":
-            self.transfer = {"kind": "gpu"}
-        elif self.device == "cuda" and self.transfer.get("kind") != "host":
-            self.transfer = {"kind": "host"}
         if self.device == "cuda":
-            self.transfer["pinned"] = bool(new_in.pinned and new_out.pinned and reply.get("pinned", True))
+            self.transfer = {"kind": where,
+                             "pinned": bool(new_in.pinned and new_out.pinned and reply.get("pinned", True))}
+            if self.arena_refused:
+                self.transfer["why"] = self.arena_refused
 
     def call(self, expected):
         """Run solve once on the prepared inputs. Returns (output snapshot on
         the checker's device, candidate-reported ms, wall ms, raw slots kept
-        to notice later writes). Nothing of the checker's may touch the GPU
+        to notice later writes, candidate-reported CPU ms inside solve()). Nothing of the checker's may touch the GPU
         between the candidate's prepare and its call: a switch between the
         two processes' CUDA contexts would land inside the candidate's timed
         window (measured on the H200: +0.11 ms on a 0.1 ms kernel)."""
@@ -310,10 +310,11 @@ class Evaluation:
         reply = self.ask({"op": "go", "slots": slots, "call": True})
         wall_ms = (time.perf_counter_ns() - t0) / 1e6
         views = [self.arena_out.view(off, n, torch.uint8, [n], [1]) for off, n in slots]
-        # On a GPU every copy here is a DMA from the page-locked arena: the
-        # checker's CPU never streams output-sized data through its caches
-        # between calls, which slowed the next call's dispatch on both sides
-        # of the boundary (results/h200-judge-trusted.md, session 12).
+        # On a GPU every copy here stays off the CPU (device to device from a
+        # device arena, a DMA from a page-locked one): the checker never
+        # streams output-sized data through the CPU's caches between calls,
+        # which slowed the next call's dispatch on both sides of the
+        # boundary (results/h200-judge-trusted.md, session 12).
         kept = [arena.private_copy(v, self.device) for v in views]
         try:
             actual = arena.snapshot(self.arena_out, reply.get("out"), expected, slots, self.device)
@@ -323,9 +324,8 @@ class Evaluation:
         ms = reply.get("ms")
         ms = float(ms) if isinstance(ms, (int, float)) and ms == ms else None
         cpu = reply.get("cpu_ms")
-        if isinstance(cpu, (int, float)) and cpu == cpu:
-            self.solve_cpu_ms.append(float(cpu))
-        return actual, ms, wall_ms, (views, kept)
+        cpu = float(cpu) if isinstance(cpu, (int, float)) and cpu == cpu else None
+        return actual, ms, wall_ms, (views, kept), cpu
 
     def export_cost(self, expected, costs):
         """Time the checker's own export of an output like expected (the part
@@ -416,7 +416,7 @@ class Evaluation:
             _, inputs = self.draw("correctness")
             expected, anchor = self.reference_outputs(inputs)
             self.hand_over(inputs)
-            actual, _, _, raw = self.call(expected)
+            actual, _, _, raw, _ = self.call(expected)
             label = f"draw {k + 1}/{self.draws}"
             rows = self.compare(actual, expected, anchor, label)
             self.still_written(raw, label)
@@ -460,7 +460,7 @@ class Evaluation:
         recheck = set(picker.sample(range(self.timed), min(self.rechecks, self.timed)))
         self.enter("timing")
         state_before = gpustate.snapshot(self.device)
-        calls = {"kernel": [], "wall": [], "trip": [], "eager": [], "export": []}
+        calls = {"kernel": [], "wall": [], "trip": [], "eager": [], "export": [], "cpu": []}
         i = 0
         while i < len(seeds):
             self._timed_call(i, seeds, i in recheck, clock, calls)
@@ -505,9 +505,11 @@ class Evaluation:
         calls["trip"].append(self._round_trip())
         self.hand_over(inputs)
         del inputs
-        actual, ms, wall, raw = self.call(expected)
+        actual, ms, wall, raw, cpu = self.call(expected)
         calls["kernel"].append(ms if ms is not None else wall)
         calls["wall"].append(wall)
+        if cpu is not None:
+            calls["cpu"].append(cpu)
         label = f"timed call {i + 1}"
         if anchor_inputs is not None:
             self.enter("recheck", call=i + 1)
@@ -559,7 +561,7 @@ class Evaluation:
             # (ours, diagnosis only: the candidate's own word) median CPU
             # time inside the solve() call over the timed calls, the
             # dispatch part of the end-to-end figure on a GPU
-            "solve_cpu_ms": timing.median(self.solve_cpu_ms[-len(kernel_ms):]) if kernel_ms else None,
+            "solve_cpu_ms": timing.median(calls["cpu"]),
         }
         kernel = events if confirmed else max(floor, 1e-6)
         self.result["kernel_ms"] = kernel

@@ -70,6 +70,11 @@ class ProcedureTest(unittest.TestCase):
         self.assertEqual(ch.stages.count("correctness"), 5)
         self.assertEqual(ch.stages.count("recheck"), 3)
         self.assertIn(ch.stages[-1], ("timing", "recheck"))
+        # on the CPU: host arenas, the time inside solve() as reported
+        t = result["timing"]
+        self.assertEqual(t["transfer"], {"kind": "host"})
+        self.assertGreater(t["solve_cpu_ms"], 0)
+        self.assertIsNone(t["gpu_state"])
 
     def test_two_evaluations_draw_different_seeds(self):
         a, _ = run(KERNEL, timed=0)
