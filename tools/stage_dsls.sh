@@ -2,7 +2,7 @@
 # Developer machine: download the DSL wheels of tools/dsl-wheels.txt for the
 # GPU machine's Python (3.12, x86_64), unpack them into one site folder in
 # install order, and pack it as .stage/dsl-site.tar.xz in parts of at most
-# 60 MiB (a device call carries at most 64 MiB), with a manifest of sha256s.
+# 45 MiB (a device call carries at most 64 MiB, the working tree included), with a manifest of sha256s.
 # Cached: only the headers are refreshed when .stage/manifest matches the wheel list.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +40,7 @@ grep -v '^#' "$list" | grep -v '^$' | while read -r spec; do
 	(cd .stage/site && unzip -qo "../wheels/$(basename "$wheel")")
 done
 tar -C .stage/site -cf - . | xz -T0 -6 > .stage/dsl-site.tar.xz
-(cd .stage && split -b 60M -d dsl-site.tar.xz part-)
+(cd .stage && split -b 45M -d dsl-site.tar.xz part-)
 {
 	echo "key $key"
 	echo "whole $(sha256sum .stage/dsl-site.tar.xz | cut -d' ' -f1)"
