@@ -68,7 +68,7 @@ struct ll_net_port {
 static const char *const layer_names[SB_LAYER_COUNT] = {
 	"userns", "mountns", "pidns", "netns", "ipcns", "utsns",
 	"rlimits", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "seccomp",
-	"cgroup",
+	"cgroup", "spec_allow",
 };
 
 void sandbox_init(struct sandbox *sb)
@@ -432,7 +432,7 @@ static const int denied_syscalls[] = {
 #endif
 };
 
-static int apply_seccomp(int inet)
+static int apply_seccomp(int inet, int spec_allow)
 {
 #ifdef SECCOMP_ARCH
 	/* arch check, x32 check, one test per denied call, socket(): AF_UNIX only */
@@ -463,6 +463,16 @@ static int apply_seccomp(int inet)
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 	struct sock_fprog prog = {(unsigned short)n, f};
+#if defined(SYS_seccomp) && defined(SECCOMP_FILTER_FLAG_SPEC_ALLOW)
+	if (spec_allow) {
+		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW, &prog) == 0)
+			return 2;
+		if (errno != EINVAL)
+			return -1; /* EINVAL: a kernel before 4.17, without the flag */
+	}
+#else
+	(void)spec_allow;
+#endif
 	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0 ? -1 : 0;
 #else
 	return 1; /* not built for this architecture: skipped */
@@ -500,11 +510,13 @@ int sandbox_apply(const struct sandbox *sb)
 		return -1;
 	layers |= (unsigned)ll;
 	if (!(sb->disable & SB_SECCOMP)) {
-		int sc = apply_seccomp(sb->inet_port > 0);
+		int sc = apply_seccomp(sb->inet_port > 0, !(sb->disable & SB_SPEC_ALLOW));
 		if (sc < 0)
 			return -1;
-		if (sc == 0)
+		if (sc == 0 || sc == 2)
 			layers |= SB_SECCOMP;
+		if (sc == 2)
+			layers |= SB_SPEC_ALLOW;
 	}
 	return (int)layers;
 }

@@ -29,8 +29,14 @@ enum sandbox_layer {
 	SB_LANDLOCK_SCOPE = 1 << 10,
 	SB_SECCOMP = 1 << 11,
 	SB_CGROUP = 1 << 12,  /* a pids cgroup holding the whole tree (fork bombs) */
+	/* Not a layer but how seccomp was installed: with SECCOMP_FILTER_FLAG_SPEC_ALLOW,
+	 * so the kernel does not force its speculation mitigations (SSBD, STIBP)
+	 * on the confined process, which slow the candidate's own code (timed).
+	 * They guard a process against others in its address space: here the
+	 * candidate only. "spec_allow" in the disable list installs without it. */
+	SB_SPEC_ALLOW = 1 << 13,
 };
-#define SB_LAYER_COUNT 13
+#define SB_LAYER_COUNT 14
 
 #define SANDBOX_MAX_PATHS 32
 

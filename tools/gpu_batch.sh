@@ -8,7 +8,8 @@
 #                                     d2d, GPU idle before the call, kept busy), old vs
 #                                     new judge (28 tirx, 36 cutedsl; SANDBOX_OFF=1 adds
 #                                     the new judge with every layer off; with the GPU
-#                                     kept busy until the call, MKB_JUDGE_KEEP=1)
+#                                     kept busy until the call, MKB_JUDGE_KEEP=1; SPEC=1
+#                                     adds seccomp without SPEC_ALLOW)
 #   tools/gpu_batch.sh adversarial    every tests/adversarial/ kernel on problem 28
 #   tools/gpu_batch.sh kernels [P]    shipped solutions of problems P (default the five
 #                                     rewritten in session 12), visible + held-out
@@ -26,6 +27,10 @@ work=/tmp/gpu-batch-$step
 rm -rf "$work" && mkdir -p "$work"
 case "$step" in
 judge)
+	# what the kernel does to a seccomp-confined process's speculation
+	{ uname -r; for v in spec_store_bypass spectre_v2; do
+		echo "$v: $(cat /sys/devices/system/cpu/vulnerabilities/$v 2>&1)"; done; } >"$work/machine-spec.txt"
+	cat "$work/machine-spec.txt"
 	PYTHONPATH=grader:$PYTHONPATH "$MKB_PYTHON" tests/gpu/vmm_share.py >"$work/vmm.txt" 2>&1
 	cat "$work/vmm.txt"
 	OUT=$work tools/gpu_judge.sh smoke 2>/dev/null | tail -6

@@ -18,7 +18,7 @@
 #                                   new one (PREP=touch|warm: also the new one with
 #                                   MKB_JUDGE_PREP; KEEP=1: with MKB_JUDGE_KEEP=1;
 #                                   SANDBOX_OFF=1: with every confinement layer
-#                                   off), interleaved, twice
+#                                   off; SPEC=1: seccomp without SPEC_ALLOW), interleaved, twice
 #   tools/gpu_judge.sh all [P]      every shipped solution, visible and held-out
 #                                   (WORKLOADS="heldout": one), new judge, 4 at a time
 #
@@ -128,6 +128,9 @@ gap)
 			# sandbox from the process split
 			[ -z "${SANDBOX_OFF:-}" ] || MKB_SANDBOX_OFF=userns,mountns,pidns,netns,ipcns,utsns,rlimits,landlock,seccomp \
 				row new "$n sandbox off" passed "$p" "$dsl" visible "$k"
+			# SPEC=1: seccomp installed without SECCOMP_FILTER_FLAG_SPEC_ALLOW
+			# (the kernel may then force SSBD/STIBP on the candidate)
+			[ -z "${SPEC:-}" ] || MKB_SANDBOX_OFF=spec_allow row new "$n spec off" passed "$p" "$dsl" visible "$k"
 		done
 	done
 	;;
