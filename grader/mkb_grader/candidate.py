@@ -10,7 +10,8 @@ Messages from the checker, one reply each:
    "in": bytes, "out": bytes} + 2 fds                 memory, else a memfd); where the
                                                       device memory cannot be mapped the
                                                       reply says {"mapped": false, "why"}
-  {"op": "import", "kernel": path, "device": d}        import kernel.py, find solve
+  {"op": "import", "kernel": path, "device": d,       import kernel.py, find solve;
+   "cpu": core (optional)}                             with cpu, on that core first
   {"op": "prepare", "inputs": description,            fresh tensors on the device;
    "spin": seconds, "warm": bool, "keep": bool}        with warm, GPU work the inputs'
                                                       size after them; then wait for the
@@ -18,6 +19,8 @@ Messages from the checker, one reply each:
                                                       keep, the GPU kept busy meanwhile)
   {"op": "go", "slots": [[off, n], ...], "call": bool} time solve (or nothing:
                                                       the checker's calibration)
+  {"op": "gc", "freeze": true}                         no garbage collection until
+                                                      the next import
 Replies: {"ok": true, ...} or {"error": text, "cuda": bool, "where": stage}.
 Before the first request it announces {"ok": true, "ready": true} once torch
 is imported, so start-up is not charged to the kernel's time."""
@@ -51,6 +54,7 @@ class Runner:
         self.inputs = None
         self.scratch = None
         self.keep_event = None
+        self.affinity = None  # this thread's cores before it was pinned
 
     def op_arena(self, msg, fds):
         from . import arena, vmm
@@ -79,9 +83,34 @@ class Runner:
             self.arena_out.pin()
         return {"ok": True, "pinned": self.arena_in.pinned and self.arena_out.pinned}
 
+    def pin(self, cpu):
+        """(docs/judge.md "Noise") This thread, which calls solve, and every
+        thread it starts from now on, on the one core the checker chose;
+        without one, back on the cores it started with (a process reused
+        across evaluations, grader/mkb_grader/local.py). Before kernel.py is
+        loaded, so what it allocates at import is near that core."""
+        if self.affinity is None:
+            self.affinity = os.sched_getaffinity(0)
+        try:
+            os.sched_setaffinity(0, self.affinity if cpu is None else {int(cpu)})
+        except (OSError, ValueError, TypeError) as exc:
+            return {"cpu_error": str(exc)[:200]}
+        return {} if cpu is None else {"cpu": sorted(os.sched_getaffinity(0))}
+
+    def op_gc(self, msg, fds):
+        import gc
+        gc.collect()
+        gc.freeze()
+        gc.disable()
+        return {"ok": True, "gc": "frozen"}
+
     def op_import(self, msg, fds):
         from .problem import load_module
+        import gc
         torch = self.torch
+        gc.unfreeze()  # the collector as it was, whatever an earlier evaluation asked
+        gc.enable()
+        pinned = self.pin(msg.get("cpu"))
         self.device = msg.get("device", "cpu")
         if self.device == "cuda":
             torch.cuda.init()
@@ -95,7 +124,7 @@ class Runner:
         if not callable(solve):
             return {"error": "kernel.py defines no solve()", "cuda": False, "where": "import"}
         self.solve = torch._dynamo.disable(solve, recursive=True)
-        return {"ok": True}
+        return {"ok": True, **pinned}
 
     def op_prepare(self, msg, fds):
         from .arena import materialise
@@ -190,7 +219,7 @@ class Runner:
     def serve(self):
         from .wire import PeerLost
         ops = {"arena": self.op_arena, "import": self.op_import,
-               "prepare": self.op_prepare, "go": self.op_go}
+               "prepare": self.op_prepare, "go": self.op_go, "gc": self.op_gc}
         spin, keep = 0.0, False
         while True:
             try:

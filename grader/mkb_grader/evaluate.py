@@ -11,6 +11,7 @@ timed on the same inputs just before each call (interleaved, so both see the
 same machine); every timed output checked (3 random calls against the full
 float64-anchor rule, the others against the reference within the bound of
 docs/judge.md); the kernel median confirmed by the checker's clock."""
+import gc
 import os
 import random
 import statistics
@@ -115,6 +116,17 @@ class Evaluation:
         # (ours) extra timed calls while the interval is wide; 0: the paper's 50
         self.until_ci = float(request.get("until_ci", 0) or 0)
         self.max_timed = int(request.get("max_timed", self.timed))
+        # (ours, each off by default: docs/judge.md "Noise") less run-to-run
+        # noise without changing what is timed: both timing threads pinned
+        # ("auto" or "A,B"), warm-up until the kernel's time settles (up to
+        # warmup_max calls), no garbage collection while timing
+        self.pin_cpus = request.get("pin_cpus") or None
+        self.warmup_until = float(request.get("warmup_until", 0) or 0)
+        self.warmup_max = int(request.get("warmup_max", timing.WARMUP_CAP))
+        self.gc_freeze = bool(request.get("gc_freeze"))
+        self.noise = {}  # timing.noise: what those did, only when one was asked for
+        self.cpu = None  # the candidate's core, once pinned
+        self.affinity = None  # this thread's cores before it was pinned
         # The candidate's own time budget: only waits on it count.
         self.budget_s = float(request.get("timeout_s", 600.0))
         # The floor is the H200's (its measured ceilings): applied only there.
@@ -385,6 +397,8 @@ class Evaluation:
                 self.lock.release()
                 self.result["wait_ms"] = round(self.lock.waited_ms, 3)
                 self.result["hold_ms"] = round(self.lock.held_ms, 3)
+            if self.affinity is not None:  # a checker reused across evaluations (local.py)
+                os.sched_setaffinity(0, self.affinity)
         self.result["passed"] = self.result["status"] == "passed"
         self.result["eval_s"] = round(time.monotonic() - t0, 3)
         return self.result
@@ -407,8 +421,16 @@ class Evaluation:
             self.wait_ready()
         if self.lock:
             self.lock.shared()  # nobody times while we compile and check
+        if self.pin_cpus:
+            self._pin()
         self.enter("import", gpu=self.result["gpu"])
-        self.ask({"op": "import", "kernel": self.req["kernel"], "device": self.device})
+        reply = self.ask({"op": "import", "kernel": self.req["kernel"], "device": self.device,
+                          **({"cpu": self.cpu} if self.cpu is not None else {})})
+        if self.cpu is not None:
+            # the candidate's word (it could ignore the request: only its own time suffers)
+            self.noise["pin"]["candidate"] = self.cpu if reply.get("cpu") == [self.cpu] else None
+            if reply.get("cpu") != [self.cpu]:
+                self.noise["pin"]["candidate_error"] = str(reply.get("cpu_error", reply.get("cpu")))[:200]
         self.result["imported"] = True
 
         for k in range(self.draws):
@@ -446,15 +468,70 @@ class Evaluation:
         self.enter("warmup")
         for _ in range(CALIBRATION_CALLS):  # the round trip's own warm-up
             self._round_trip()
-        for _ in range(self.warmup):
+        collecting = gc.isenabled()
+        try:
+            if self.gc_freeze:
+                self._gc_freeze()
+            self._warm_up(clock)
+            self._timed_calls(clock)
+        finally:
+            if self.gc_freeze:
+                gc.unfreeze()
+                if collecting:
+                    gc.enable()
+
+    def _gc_freeze(self):
+        """(ours, gc_freeze) No garbage collection in either process from the
+        warm-up to the last timed call: what exists now is moved out of the
+        collector's sight (gc.freeze) and collection is off. The candidate
+        turns it back on at its next import."""
+        gc.collect()
+        gc.freeze()
+        gc.disable()
+        reply = self.ask({"op": "gc", "freeze": True})
+        self.noise["gc"] = {"checker": "frozen", "candidate": reply.get("gc")}
+
+    def _pin(self):
+        """(ours, pin_cpus) This thread, which times, on one core, and the
+        candidate's, which calls solve, on another (sent with the import:
+        it pins itself before kernel.py is loaded). Recorded as
+        timing.noise.pin."""
+        allowed = os.sched_getaffinity(0)
+        local = timing.gpu_local_cpus() if self.device == "cuda" else None
+        try:
+            cores = timing.pick_cpus(self.pin_cpus, allowed, local=local)
+        except timing.PinError as exc:
+            raise Outcome("infra_error", f"--pin-cpus: {exc}") from exc
+        if cores is None:
+            self.noise["pin"] = {"checker": None, "candidate": None, "why": "fewer than two cores allowed"}
+            return
+        self.affinity = allowed
+        os.sched_setaffinity(0, {cores["checker"]})
+        self.cpu = cores["candidate"]
+        self.noise["pin"] = dict(cores)
+
+    def _warm_up(self, clock):
+        """The paper's warm-up calls; with warmup_until, more (up to
+        warmup_max in all) until the median kernel time of the last 10 is
+        within that share of the 10 before (timing.stable)."""
+        times = []
+        while len(times) < self.warmup or (self.warmup_until and len(times) < self.warmup_max
+                                           and not timing.stable(times, self.warmup_until)):
             _, inputs = self.draw("warmup")
             with numerics.strict():
                 expected = clock.time_call(self.problem.reference,
                                            correctness.clone_inputs(inputs))[0]
             self.hand_over(inputs)
-            self.call(expected)
+            _, ms, wall, _, _ = self.call(expected)
+            times.append(ms if ms is not None else wall)
             del inputs, expected
+        if self.warmup_until:
+            self.noise["warmup"] = {"until": self.warmup_until, "calls": len(times),
+                                    "stable": timing.stable(times, self.warmup_until)}
 
+    def _timed_calls(self, clock):
+        """The timed calls (the paper's 50, more with until_ci), then the
+        figures from them."""
         seeds = [self.seed() for _ in range(self.timed)]
         picker = self.rng or random.SystemRandom()
         recheck = set(picker.sample(range(self.timed), min(self.rechecks, self.timed)))
@@ -480,6 +557,8 @@ class Evaluation:
         # timed calls, for the noise study (None on the CPU)
         self.result["timing"]["gpu_state"] = ({"start": state_before, "end": state_after}
                                               if state_before or state_after else None)
+        if self.noise:
+            self.result["timing"]["noise"] = self.noise
 
     def _too_wide(self, values):
         ci = timing.median_ci(values)

@@ -82,3 +82,96 @@ def ratio_ci(numerators, denominators, level=0.95, resamples=2000, seed=12345):
     lo = ratios[int((1 - level) / 2 * len(ratios))]
     hi = ratios[min(len(ratios) - 1, int((1 + level) / 2 * len(ratios)))]
     return [lo, hi]
+
+
+# ---- less run-to-run noise (ours, each off by default; docs/judge.md "Noise") ----
+
+# Warm-up until stable: windows of this many calls compared, at most this
+# many warm-up calls in all.
+STABLE_WINDOW = 10
+WARMUP_CAP = 100
+
+
+def stable(values, rel, window=STABLE_WINDOW):
+    """True when the median of the last window values is within rel of the
+    median of the window before (False until there are two windows)."""
+    if len(values) < 2 * window:
+        return False
+    last = statistics.median(values[-window:])
+    prev = statistics.median(values[-2 * window:-window])
+    return prev > 0 and abs(last - prev) <= rel * prev
+
+
+def parse_cpulist(text):
+    """The kernel's CPU list format ("0-3,8,10-11") as a set of ints."""
+    cpus = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def _read_cpulist(path):
+    try:
+        with open(path, encoding="ascii") as f:
+            return parse_cpulist(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def siblings(cpu):
+    """The hardware threads sharing cpu's physical core (itself included)."""
+    return _read_cpulist(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") or {cpu}
+
+
+def gpu_local_cpus(device_index=None):
+    """The CPUs on the GPU's NUMA node (from its PCI device in sysfs), or None."""
+    try:
+        props = torch.cuda.get_device_properties(torch.cuda.current_device()
+                                                 if device_index is None else device_index)
+        addr = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    except Exception:  # no GPU, or a torch without the fields
+        return None
+    return _read_cpulist(f"/sys/bus/pci/devices/{addr}/local_cpulist")
+
+
+class PinError(ValueError):
+    pass
+
+
+def pick_cpus(spec, allowed, siblings_of=siblings, local=None):
+    """Two distinct cores for (candidate, checker) from spec: "auto", or
+    "A,B" (the checker's core, then the candidate's). auto takes them from
+    allowed (the cores this process may use), preferring cores on the GPU's
+    NUMA node (local), not core 0 (the kernel's housekeeping lands there
+    first) and not its hardware-thread sibling, and two different physical
+    cores. Returns None where fewer than two cores are allowed; raises
+    PinError for an explicit list that cannot be honoured."""
+    allowed = set(allowed)
+    if spec != "auto":
+        try:
+            cores = [int(x) for x in str(spec).split(",")]
+        except ValueError:
+            raise PinError(f"pin_cpus is 'auto' or two cores 'A,B', not {spec!r}") from None
+        if len(cores) != 2 or cores[0] == cores[1] or min(cores) < 0:
+            raise PinError(f"pin_cpus wants two distinct cores 'A,B', not {spec!r}")
+        missing = [c for c in cores if c not in allowed]
+        if missing:
+            raise PinError(f"core {missing[0]} is not among the cores this evaluation may use "
+                           f"({','.join(map(str, sorted(allowed)))})")
+        return {"checker": cores[0], "candidate": cores[1]}
+    if len(allowed) < 2:
+        return None
+    zero = siblings_of(0) if 0 in allowed else set()
+
+    def rank(c):
+        return (local is not None and c not in local, c in zero, c)
+
+    order = sorted(allowed, key=rank)
+    candidate = order[0]
+    taken = siblings_of(candidate)
+    # a core of its own for the checker where there is one, else any other thread
+    checker = next((c for c in order[1:] if c not in taken), order[1])
+    return {"checker": checker, "candidate": candidate}

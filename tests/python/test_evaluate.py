@@ -212,5 +212,71 @@ class ProcedureTest(unittest.TestCase):
             correctness.check_against_reference = original
 
 
+class NoiseTest(unittest.TestCase):
+    """The noise measures (docs/judge.md "Noise"): off by default, recorded
+    under timing.noise when asked for, undone for the next evaluation."""
+
+    def test_off_by_default(self):
+        result, _ = run(KERNEL, timed=6)
+        self.assertEqual(result["status"], "passed", result["reason"])
+        self.assertNotIn("noise", result["timing"])
+        self.assertEqual(len(result["seeds"]["warmup"]), 10)
+
+    @unittest.skipIf(len(os.sched_getaffinity(0)) < 2, "needs two cores")
+    def test_pinned_both_sides_and_undone_afterwards(self):
+        before = os.sched_getaffinity(0)
+        # the kernel fails unless every call ran on one core, the one it was imported on
+        src = KERNEL.replace("def solve(", "import os\nAT_IMPORT = os.sched_getaffinity(0)\n"
+                                           "assert len(AT_IMPORT) == 1, AT_IMPORT\ndef solve(") \
+            .replace("    m = torch", "    assert os.sched_getaffinity(0) == AT_IMPORT\n    m = torch")
+        result, _ = run(src, timed=6, pin_cpus="auto")
+        self.assertEqual(result["status"], "passed", result["reason"])
+        pin = result["timing"]["noise"]["pin"]
+        self.assertNotEqual(pin["checker"], pin["candidate"])
+        self.assertTrue({pin["checker"], pin["candidate"]} <= before)
+        self.assertEqual(os.sched_getaffinity(0), before)  # this process is the checker here
+        # the same candidate process, no pinning asked: back on every core
+        unpinned = src.replace("assert len(AT_IMPORT) == 1", "assert len(AT_IMPORT) > 1")
+        result, _ = run(unpinned, timed=0)
+        self.assertEqual(result["status"], "passed", result["reason"])
+        # cores named by hand: checker first
+        a, b = sorted(before)[:2]
+        result, _ = run(src, timed=6, pin_cpus=f"{b},{a}")
+        self.assertEqual(result["timing"]["noise"]["pin"], {"checker": b, "candidate": a})
+
+    def test_a_core_not_allowed_is_infrastructure(self):
+        result, _ = run(KERNEL, timed=6, pin_cpus="0,100000")
+        self.assertEqual(result["status"], "infra_error")
+        self.assertIn("core 100000 is not among", result["reason"])
+
+    def test_warm_up_until_stable_and_its_cap(self):
+        result, _ = run(KERNEL, timed=6, warmup_until=0.99)
+        w = result["timing"]["noise"]["warmup"]
+        self.assertEqual((w["calls"], w["stable"]), (20, True))  # two windows of 10 at least
+        self.assertEqual(len(result["seeds"]["warmup"]), 20)
+        result, _ = run(KERNEL, timed=6, warmup_until=1e-12, warmup_max=25)
+        w = result["timing"]["noise"]["warmup"]
+        self.assertEqual(result["status"], "passed", result["reason"])
+        self.assertEqual((w["calls"], w["stable"]), (25, False))
+        self.assertEqual(result["timed_calls"], 6)  # the timed calls untouched
+
+    def test_no_collection_while_timing_then_back_on(self):
+        import gc
+        # calls 1-5 are the correctness draws (collector on), then the
+        # warm-up and timed calls (off); the kernel fails otherwise
+        src = KERNEL.replace("CALLS = []", "CALLS = []\nimport gc") \
+            .replace("    m = torch", "    assert gc.isenabled() == (len(CALLS) < 5), len(CALLS)\n    m = torch")
+        result, _ = run(src, timed=6, gc_freeze=True)
+        self.assertEqual(result["status"], "passed", result["reason"])
+        self.assertEqual(result["timing"]["noise"]["gc"], {"checker": "frozen", "candidate": "frozen"})
+        self.assertTrue(gc.isenabled())  # this process is the checker here
+        self.assertEqual(gc.get_freeze_count(), 0)
+        # the same candidate process, next evaluation: on again from its import
+        always = KERNEL.replace("CALLS = []", "CALLS = []\nimport gc") \
+            .replace("    m = torch", "    assert gc.isenabled()\n    m = torch")
+        result, _ = run(always, timed=6)
+        self.assertEqual(result["status"], "passed", result["reason"])
+
+
 if __name__ == "__main__":
     unittest.main()
