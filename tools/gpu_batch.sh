@@ -25,26 +25,35 @@ out=${OUT:?set OUT}
 step=${1:?step}
 work=/tmp/gpu-batch-$step
 rm -rf "$work" && mkdir -p "$work"
+# Every command stops by the deadline (BATCH_S seconds from now, default 540),
+# so the files below are written inside a device call's 600 s: timeout signals
+# its whole process group, evaluations included.
+deadline=$(($(date +%s) + ${BATCH_S:-540}))
+bounded() {
+	local left=$((deadline - $(date +%s)))
+	[ "$left" -gt 5 ] || { echo "gpu_batch: no time left for $*" >&2; return 124; }
+	timeout -k 10 "$left" "$@"
+}
 case "$step" in
 judge)
 	# what the kernel does to a seccomp-confined process's speculation
 	{ uname -r; for v in spec_store_bypass spectre_v2; do
 		echo "$v: $(cat /sys/devices/system/cpu/vulnerabilities/$v 2>&1)"; done; } >"$work/machine-spec.txt"
 	cat "$work/machine-spec.txt"
-	PYTHONPATH=grader:$PYTHONPATH "$MKB_PYTHON" tests/gpu/vmm_share.py >"$work/vmm.txt" 2>&1
+	PYTHONPATH=grader:$PYTHONPATH bounded "$MKB_PYTHON" tests/gpu/vmm_share.py >"$work/vmm.txt" 2>&1
 	cat "$work/vmm.txt"
-	OUT=$work tools/gpu_judge.sh smoke 2>/dev/null | tail -6
-	KEEP=1 PROBE_CONDITIONS="made,staged-d2d,idle,idle+kept" OUT=$work tools/gpu_judge.sh gap 2>/dev/null | tail -12
+	OUT=$work bounded tools/gpu_judge.sh smoke 2>/dev/null | tail -6
+	KEEP=1 PROBE_CONDITIONS="made,staged-d2d,idle,idle+kept" OUT=$work bounded tools/gpu_judge.sh gap 2>/dev/null | tail -12
 	cat "$work/probe.md"
 	;;
 adversarial)
-	OUT=$work tools/gpu_judge.sh adversarial 2>/dev/null | tail -25
+	OUT=$work bounded tools/gpu_judge.sh adversarial 2>/dev/null | tail -25
 	;;
 kernels)
-	OUT=$work tools/gpu_judge.sh all "${2:-47,49,52,60,66}" 2>/dev/null | tail -40
+	OUT=$work bounded tools/gpu_judge.sh all "${2:-47,49,52,60,66}" 2>/dev/null | tail -40
 	;;
 noise)
-	OUT=$work tools/noise_study.sh "${2:-28,36}" 2>"$work/stderr-noise.txt" | tail -40
+	OUT=$work bounded tools/noise_study.sh "${2:-28,36}" 2>"$work/stderr-noise.txt" | tail -40
 	;;
 *)
 	echo "gpu_batch: unknown step '$step'" >&2
