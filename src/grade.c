@@ -28,6 +28,13 @@ static json_t *options_json(const struct judge_opts *o)
 	json_object_set_new(j, "rules", json_string(o->rules ? o->rules : "enforce"));
 	json_object_set_new(j, "until_ci", o->until_ci > 0 ? json_real(o->until_ci) : json_null());
 	json_object_set_new(j, "max_timed", json_integer(o->max_timed));
+	/* the noise measures only when asked for: default records stay as they were */
+	if (o->pin_cpus)
+		json_object_set_new(j, "pin_cpus", json_string(o->pin_cpus));
+	if (o->warmup_until > 0)
+		json_object_set_new(j, "warmup_until", json_real(o->warmup_until));
+	if (o->gc_freeze)
+		json_object_set_new(j, "gc_freeze", json_true());
 	return j;
 }
 

@@ -235,6 +235,12 @@ static json_t *build_request(const struct judge_opts *o, const struct problem *p
 		json_object_set_new(req, "until_ci", json_real(o->until_ci));
 		json_object_set_new(req, "max_timed", json_integer(o->max_timed));
 	}
+	if (o->pin_cpus)
+		json_object_set_new(req, "pin_cpus", json_string(o->pin_cpus));
+	if (o->warmup_until > 0)
+		json_object_set_new(req, "warmup_until", json_real(o->warmup_until));
+	if (o->gc_freeze)
+		json_object_set_new(req, "gc_freeze", json_true());
 	if (o->sol_floor_ms > 0)
 		json_object_set_new(req, "sol_floor_ms", json_real(o->sol_floor_ms));
 	if (!strcmp(o->device, "cuda")) {

@@ -58,6 +58,13 @@ struct judge_opts {
 				    median's 95% interval is wider than this share
 				    of it, up to max_timed; 0: the paper's count */
 	int max_timed;
+	/* (ours, each off by default: docs/judge.md "Noise") less run-to-run
+	 * noise, the figure unchanged */
+	const char *pin_cpus;    /* "auto" or "A,B": checker's and candidate's core; NULL: not pinned */
+	double warmup_until;     /* > 0: warm-up calls beyond warmup (at most 100 in all)
+				    until the median of the last 10 is within this
+				    share of the 10 before */
+	int gc_freeze;           /* no garbage collection while timing, in either process */
 	const char *seed;        /* fixed seed (tests), or NULL for OS entropy */
 	const char *rules;       /* "enforce" (default): the DSL rules' static checks
 				    reject a kernel; "paper": stated, not enforced,

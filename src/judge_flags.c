@@ -38,6 +38,29 @@ int judge_flag(int c, const char *arg, struct judge_opts *o)
 			return error("--until-ci wants a share in (0, 1), e.g. 0.01, not '%s'", arg);
 		return 1;
 	case JUDGE_OPT_MAX_TIMED: return int_flag("--max-timed", arg, 1, 100000, &o->max_timed);
+	case JUDGE_OPT_PIN_CPUS: {
+		long a, b;
+		const char *comma = strchr(arg, ',');
+		char first[32];
+		if (!strcmp(arg, "auto")) {
+			o->pin_cpus = arg;
+			return 1;
+		}
+		if (comma && (size_t)(comma - arg) < sizeof(first)) {
+			memcpy(first, arg, (size_t)(comma - arg));
+			first[comma - arg] = '\0';
+			if (parse_long(first, 0, 4095, &a) == 0 && parse_long(comma + 1, 0, 4095, &b) == 0 && a != b) {
+				o->pin_cpus = arg;
+				return 1;
+			}
+		}
+		return error("--pin-cpus is auto or two different cores A,B (checker, candidate), not '%s'", arg);
+	}
+	case JUDGE_OPT_WARMUP_UNTIL:
+		if (parse_positive_double(arg, &o->warmup_until) < 0 || o->warmup_until >= 1)
+			return error("--warmup-until wants a share in (0, 1), e.g. 0.02, not '%s'", arg);
+		return 1;
+	case JUDGE_OPT_GC_FREEZE: o->gc_freeze = 1; return 1;
 	case JUDGE_OPT_SLOTS: return int_flag("--slots", arg, 0, JUDGE_QUEUE_MAX_SLOTS, &o->slots);
 	case JUDGE_OPT_GPUS: {
 		int count = judge_queue_parse_gpus(arg, o->gpus, JUDGE_QUEUE_MAX_GPUS);

@@ -12,6 +12,7 @@ enum {
 	JUDGE_OPT_DEVICE = 512, JUDGE_OPT_GPU, JUDGE_OPT_TIMEOUT, JUDGE_OPT_PYTHON, JUDGE_OPT_DRAWS,
 	JUDGE_OPT_WARMUP, JUDGE_OPT_TIMED, JUDGE_OPT_RECHECKS, JUDGE_OPT_SEED, JUDGE_OPT_MAX_BYTES,
 	JUDGE_OPT_RULES, JUDGE_OPT_UNTIL_CI, JUDGE_OPT_MAX_TIMED, JUDGE_OPT_SLOTS, JUDGE_OPT_GPUS,
+	JUDGE_OPT_PIN_CPUS, JUDGE_OPT_WARMUP_UNTIL, JUDGE_OPT_GC_FREEZE,
 };
 
 /* Entries for a getopt_long table. */
@@ -30,7 +31,10 @@ enum {
 	{"until-ci", required_argument, NULL, JUDGE_OPT_UNTIL_CI},                  \
 	{"max-timed", required_argument, NULL, JUDGE_OPT_MAX_TIMED},                \
 	{"slots", required_argument, NULL, JUDGE_OPT_SLOTS},                        \
-	{"gpus", required_argument, NULL, JUDGE_OPT_GPUS}
+	{"gpus", required_argument, NULL, JUDGE_OPT_GPUS},                          \
+	{"pin-cpus", required_argument, NULL, JUDGE_OPT_PIN_CPUS},                  \
+	{"warmup-until", required_argument, NULL, JUDGE_OPT_WARMUP_UNTIL},          \
+	{"gc-freeze", no_argument, NULL, JUDGE_OPT_GC_FREEZE}
 
 /* The help lines of those flags. */
 #define JUDGE_FLAGS_HELP                                                                    \
@@ -52,7 +56,12 @@ enum {
 	"  --slots N             at most N evaluations at once on this machine, shared by\n" \
 	"                        every mkb (flock files in $MKB_LOCK_DIR or /tmp; default: none)\n" \
 	"  --gpus LIST           the GPUs the queue's slots grade on, e.g. 0,1 (slot K on\n" \
-	"                        GPU K mod the count; --slots defaults to 2 per GPU)\n"
+	"                        GPU K mod the count; --slots defaults to 2 per GPU)\n"  \
+	"  --pin-cpus auto|A,B   pin the checker's timing thread (A) and the candidate's (B)\n" \
+	"                        to one core each (auto: chosen from those allowed; off)\n" \
+	"  --warmup-until F      more warm-up calls (up to 100) until the median of the\n"  \
+	"                        last 10 is within F of the 10 before (e.g. 0.02; off)\n"   \
+	"  --gc-freeze           no Python garbage collection while timing (off)\n"
 
 /* Apply option c (from JUDGE_LONG_OPTIONS) with its argument to o.
  * Returns 1 when applied, 0 when c is not a judge flag, -1 on a bad value

@@ -170,6 +170,38 @@ expect '--until-ci adds timed calls while the interval is wide, up to --max-time
 	[ "$(field timed_calls <out.json)" = 12 ] # off by default: the paper count
 '
 
+expect 'noise measures: off by default, recorded under timing.noise when asked for' '
+	evaljson 28 28_torch_ok.py --timed 6
+	python3 -c "import json; v=json.load(open(\"out.json\")); assert \"noise\" not in v[\"timing\"], v[\"timing\"]"
+	evaljson 28 28_torch_ok.py --timed 6 --pin-cpus auto --warmup-until 0.99 --gc-freeze
+	[ "$(field status <out.json)" = passed ]
+	# both pinned inside the sandbox (the candidate reports its own affinity),
+	# 20 warm-up calls (two windows of 10), the collector off in both
+	python3 -c "
+import json, os
+n = json.load(open(\"out.json\"))[\"timing\"][\"noise\"]
+p, cores = n[\"pin\"], os.sched_getaffinity(0)
+if len(cores) >= 2:
+    assert p[\"checker\"] in cores and p[\"candidate\"] in cores and p[\"checker\"] != p[\"candidate\"], p
+else:
+    assert p[\"candidate\"] is None, p
+assert n[\"warmup\"] == {\"until\": 0.99, \"calls\": 20, \"stable\": True}, n
+assert n[\"gc\"] == {\"checker\": \"frozen\", \"candidate\": \"frozen\"}, n
+"
+	set +e
+	"$MKB" eval 28 --dsl cutedsl $FAST --pin-cpus 3 "$K/28_torch_ok.py" 2>e1; r1=$?
+	"$MKB" eval 28 --dsl cutedsl $FAST --pin-cpus 2,2 "$K/28_torch_ok.py" 2>e2; r2=$?
+	"$MKB" eval 28 --dsl cutedsl $FAST --warmup-until 1.5 "$K/28_torch_ok.py" 2>e3; r3=$?
+	set -e
+	[ "$r1$r2$r3" = 222 ]
+	grep -q "pin-cpus is auto or two different cores" e1 && grep -q "pin-cpus is auto" e2
+	grep -q "warmup-until wants a share" e3
+	# a core this machine does not give us: infrastructure, not the kernel
+	evaljson 28 28_torch_ok.py --timed 6 --pin-cpus 0,4000
+	[ "$(field status <out.json)" = infra_error ]
+	field reason <out.json | grep -q "core 4000 is not among"
+'
+
 expect 'a crash shows the stage and the output tail' '
 	"$MKB" eval 28 --dsl cutedsl $FAST "$K/28_segv.py" >fb.txt || true
 	grep -q "^Status: crashed" fb.txt
