@@ -13,7 +13,9 @@
 #   tools/gpu_batch.sh adversarial    every tests/adversarial/ kernel on problem 28
 #   tools/gpu_batch.sh kernels [P]    shipped solutions of problems P (default the five
 #                                     rewritten in session 12), visible + held-out
-#   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P
+#   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P (N or
+#                                     N/dsl); AB=1: default and noise measures on,
+#                                     interleaved, side by side (about 150 s per kernel)
 #
 # Session 12 ran `judge` (then with adversarial inside) and `kernels`
 # (results/h200-judge-trusted.md).

@@ -2,13 +2,24 @@
 # Issue 11, on a GPU machine after tools/device_setup.sh: how much the judge's
 # figure for one unchanged kernel moves, between processes and within one.
 #
-#   tools/noise_study.sh [P] [EVALS] [BLOCKS]
-#       P       problems, comma list (default: every problem with solutions)
+#   [AB=1] tools/noise_study.sh [P] [EVALS] [BLOCKS]
+#       P       problems, comma list of N (both DSLs) or N/dsl (default: every
+#               problem with solutions), e.g. 28/tirx,36/cutedsl
 #       EVALS   back-to-back `mkb eval` per kernel, visible workload (default 5):
 #               noise between evaluations (each its own processes, as in a run)
 #       BLOCKS  blocks of 50 calls of tools/timing_probe.py in one process, inputs
 #               made on the GPU just before each call as the paper's harness does
 #               (default 5): noise within one process
+#
+# AB=1: before and after in one go. Each of the EVALS evaluations is made
+# twice, by the default judge (rows "config": "default") and with the noise
+# measures of docs/judge.md on (rows "config": "reduced", flags $REDUCED,
+# default "--pin-cpus auto --warmup-until 0.02 --gc-freeze"), interleaved
+# A B B A A B ... so drift over the call touches both alike; the table then
+# sets the two side by side. Twice the evaluations: about 150 s per kernel.
+#
+# EVAL_FLAGS: more `mkb eval` flags for every evaluation (e.g. "--device cpu
+# --workload smoke" to try the study's plumbing on a machine without a GPU).
 #
 # Each evaluation records the GPU's SM/memory clocks, temperature and power at
 # the start and end of its timed calls (timing.gpu_state). Rows go to
@@ -24,22 +35,50 @@ rows="$OUT/noise.jsonl"
 : >"$rows"
 evals=${2:-5}
 blocks=${3:-5}
+reduced=${REDUCED:---pin-cpus auto --warmup-until 0.02 --gc-freeze}
+read -ra reduced_flags <<<"$reduced"
+read -ra eval_flags <<<"${EVAL_FLAGS:-}"
 export MKB_STORE="$OUT/noise.db"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader >"$OUT/machine.txt" 2>&1
+echo "cores: $(nproc) of $(getconf _NPROCESSORS_ONLN)${AB:+; reduced: $reduced}" >>"$OUT/machine.txt"
+
+wanted() { # problem dsl: whether P names it (as N or N/dsl)
+	[ -z "${list:-}" ] && return 0
+	local w
+	for w in ${list//,/ }; do
+		[ "$w" = "$1" ] || [ "$w" = "$1/$2" ] && return 0
+	done
+	return 1
+}
+
+evaluate() { # round config [flags...]: one evaluation of $k, its row appended
+	local i=$1 config=$2
+	shift 2
+	build/mkb eval "$p" --dsl "$dsl" --workload visible --json "${eval_flags[@]}" "$@" "$k" 2>>"$OUT/stderr.txt" |
+		"$MKB_PYTHON" -c 'import json, sys
+o = json.load(sys.stdin); o.pop("versions", None); o.pop("stages", None)
+o.update(kind="eval", label=sys.argv[1], round=int(sys.argv[2]), config=sys.argv[3]); print(json.dumps(o))' \
+			"$n/$dsl" "$i" "$config" >>"$rows"
+}
+list=${1:-}
 
 for d in solutions/[0-9]*_*/; do
 	n=$(basename "$d")
 	p=$((10#${n%%_*}))
-	[ -n "${1:-}" ] && ! grep -qw "$p" <<<"${1//,/ }" && continue
 	pdir=$(ls -d problems/*/"$n" 2>/dev/null | head -1)
 	for dsl in cutedsl tirx; do
 		k="$d$dsl/kernel.py"
-		[ -f "$k" ] || continue
+		[ -f "$k" ] && wanted "$p" "$dsl" || continue
 		for i in $(seq 1 "$evals"); do
-			build/mkb eval "$p" --dsl "$dsl" --workload visible --json "$k" 2>>"$OUT/stderr.txt" |
-				"$MKB_PYTHON" -c 'import json, sys
-o = json.load(sys.stdin); o.pop("versions", None); o.pop("stages", None)
-o.update(kind="eval", label=sys.argv[1], round=int(sys.argv[2])); print(json.dumps(o))' "$n/$dsl" "$i" >>"$rows"
+			if [ -z "${AB:-}" ]; then
+				evaluate "$i" default
+			elif [ $((i % 2)) = 1 ]; then
+				evaluate "$i" default
+				evaluate "$i" reduced "${reduced_flags[@]}"
+			else
+				evaluate "$i" reduced "${reduced_flags[@]}"
+				evaluate "$i" default
+			fi
 		done
 		[ -n "$pdir" ] && "$MKB_PYTHON" tools/timing_probe.py --problem-dir "$pdir" --kernel "$k" \
 			--conditions made --blocks "$blocks" --json 2>>"$OUT/stderr.txt" |

@@ -1,16 +1,24 @@
-"""The noise study's table (tools/noise_study.sh): per kernel, the judge's
-median in each of several back-to-back evaluations and their spread, beside
-the spread of block medians within one process, with the GPU's clocks and
-temperature over the evaluations.
+"""The noise study's tables (tools/noise_study.sh).
 
     python tools/noise_table.py noise.jsonl [machine.txt]
 
+Per kernel and configuration: the judge's median in each of several
+evaluations and their spread, beside the spread of block medians within one
+process (the timing probe), with the GPU's clocks and temperature over the
+evaluations. Where the rows hold a "reduced" configuration (the study's AB
+mode: the noise measures of docs/judge.md on), a first table sets it beside
+the default one, kernel by kernel.
+
 spread = (max - min) / median. "95% CI" is the median over the evaluations
 of the half-width of each evaluation's own interval of its median, relative
-to that median (what one evaluation claims about itself)."""
+to that median (what one evaluation claims about itself: noise within its
+process). "calls IQR" is the median over the evaluations of the
+interquartile range of its timed calls over their median."""
 import json
 import statistics
 import sys
+
+DEFAULT, REDUCED = "default", "reduced"
 
 
 def spread(values):
@@ -33,12 +41,56 @@ def span(values, fmt="{:.0f}"):
     return fmt.format(lo) if lo == hi else f"{fmt.format(lo)}-{fmt.format(hi)}"
 
 
-def main():
-    if len(sys.argv) < 2:
-        print(__doc__, file=sys.stderr)
-        return 2
+def median_or_none(values):
+    values = [v for v in values if isinstance(v, (int, float))]
+    return statistics.median(values) if values else None
+
+
+class Group:
+    """The evaluations of one kernel in one configuration."""
+
+    def __init__(self, rows):
+        self.rows = rows
+        self.passed = [o for o in rows if o.get("status") == "passed"]
+        self.meds = [o.get("kernel_ms") for o in self.passed if o.get("kernel_ms")]
+        self.between = spread(self.meds)
+        self.eager = spread([o.get("eager_ms") for o in self.passed])
+        cis, iqrs = [], []
+        for o in self.passed:
+            ci, k = o.get("kernel_ci_ms"), o.get("kernel_ms")
+            if isinstance(ci, list) and len(ci) == 2 and k:
+                cis.append((ci[1] - ci[0]) / 2 / k)
+            q = (o.get("timing") or {}).get("spread_ms")
+            if isinstance(q, list) and len(q) == 3 and q[1]:
+                iqrs.append((q[2] - q[0]) / q[1])
+        self.ci = median_or_none(cis)
+        self.iqr = median_or_none(iqrs)
+        self.cpu = median_or_none([(o.get("timing") or {}).get("solve_cpu_ms") for o in self.passed])
+        noise = [(o.get("timing") or {}).get("noise") or {} for o in self.passed]
+        self.warmups = [(n.get("warmup") or {}).get("calls") for n in noise]
+        self.unstable = sum(1 for n in noise if n.get("warmup") and not n["warmup"].get("stable"))
+        self.cores = sorted({(p.get("checker"), p.get("candidate"))
+                             for p in (n.get("pin") for n in noise) if p})
+        self.clocks, self.temps = [], []
+        for o in self.passed:
+            state = (o.get("timing") or {}).get("gpu_state") or {}
+            for end in ("start", "end"):
+                s = state.get(end) or {}
+                self.clocks.append(s.get("sm_mhz"))
+                self.temps.append(s.get("temp_c"))
+
+    def medians(self):
+        return " ".join(f"{m:.4f}" for m in self.meds) or "-"
+
+
+def arrow(a, b, fmt=pct):
+    return f"{fmt(a)} → {fmt(b)}"
+
+
+def read(path):
+    """{(label, config): [eval rows]}, {label: [probe rows]}, labels in order."""
     evals, probes, order = {}, {}, []
-    with open(sys.argv[1]) as f:
+    with open(path) as f:
         for line in f:
             line = line.strip()
             if not line:
@@ -47,44 +99,76 @@ def main():
             label = o.get("label", "?")
             if label not in order:
                 order.append(label)
-            (evals if o.get("kind") == "eval" else probes).setdefault(label, []).append(o)
-    if len(sys.argv) > 2:
-        with open(sys.argv[2]) as f:
-            print("machine: " + f.read().strip() + "\n")
+            if o.get("kind") == "eval":
+                evals.setdefault((label, o.get("config") or DEFAULT), []).append(o)
+            else:
+                probes.setdefault(label, []).append(o)
+    return evals, probes, order
+
+
+def side_by_side(evals, order):
+    print("Default judge beside the noise measures on (reduced), evaluations interleaved "
+          "in one device call:\n")
+    print("| kernel | passed (default, reduced) | kernel medians, default (ms) | kernel medians, reduced (ms) "
+          "| between evaluations | 95% CI (one evaluation) | calls IQR | eager between evaluations "
+          "| CPU in solve() (ms) | warm-up calls (reduced) | cores (checker, candidate) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for label in order:
+        if (label, REDUCED) not in evals:
+            continue
+        a, b = Group(evals.get((label, DEFAULT), [])), Group(evals[(label, REDUCED)])
+        warm = span(b.warmups) + (f" ({b.unstable} not stable)" if b.unstable else "")
+        cores = " ".join(f"{c},{d}" for c, d in b.cores) or "-"
+        print(f"| {label} | {len(a.passed)} of {len(a.rows)}, {len(b.passed)} of {len(b.rows)} "
+              f"| {a.medians()} | {b.medians()} | {arrow(a.between, b.between)} "
+              f"| ±{pct(a.ci)} → ±{pct(b.ci)} | {arrow(a.iqr, b.iqr)} | {arrow(a.eager, b.eager)} "
+              f"| {arrow(a.cpu, b.cpu, lambda x: '-' if x is None else f'{x:.4f}')} | {warm} | {cores} |")
+    print()
+
+
+def detail(evals, probes, order, configs):
     print("| kernel | evaluations passed | kernel medians (ms) | between evaluations | 95% CI (one evaluation) "
           "| eager between evaluations | block medians in one process (ms) | within a process "
           "| SM MHz (timed calls) | GPU °C |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    summary = []
+    summary = {}
     for label in order:
-        rows = evals.get(label, [])
-        passed = [o for o in rows if o.get("status") == "passed"]
-        meds = [o.get("kernel_ms") for o in passed]
-        eager = [o.get("eager_ms") for o in passed]
-        cis = []
-        for o in passed:
-            ci, k = o.get("kernel_ci_ms"), o.get("kernel_ms")
-            if isinstance(ci, list) and len(ci) == 2 and k:
-                cis.append((ci[1] - ci[0]) / 2 / k)
-        clocks, temps = [], []
-        for o in passed:
-            state = (o.get("timing") or {}).get("gpu_state") or {}
-            for end in ("start", "end"):
-                s = state.get(end) or {}
-                clocks.append(s.get("sm_mhz"))
-                temps.append(s.get("temp_c"))
         probe = next((p for p in probes.get(label, []) if p.get("condition") == "made"), None)
         blocks = probe.get("block_medians_ms", []) if probe else []
-        between, within = spread(meds), spread(blocks)
-        summary.append((label, statistics.median(m for m in meds if m) if meds else None, between))
-        print(f"| {label} | {len(passed)} of {len(rows)} | {' '.join(f'{m:.4f}' for m in meds if m)} | "
-              f"{pct(between)} | ±{pct(statistics.median(cis)) if cis else '-'} | {pct(spread(eager))} | "
-              f"{' '.join(f'{b:.4f}' for b in blocks)} | {pct(within)} | {span(clocks)} | {span(temps)} |")
-    big = [s for s in summary if s[1] is not None and s[1] >= 0.05 and s[2] is not None]
-    if big:
-        ok = sum(1 for s in big if s[2] <= 0.02)
-        print(f"\nkernels with a median >= 50 us: {ok} of {len(big)} within 2% between evaluations "
-              f"(issue 11's bar); worst {max(s[2] for s in big) * 100:.1f}% ({max(big, key=lambda s: s[2])[0]})")
+        for config in configs:
+            if (label, config) not in evals and (config != DEFAULT or not blocks):
+                continue
+            g = Group(evals.get((label, config), []))
+            name = label if config == DEFAULT else f"{label} ({config})"
+            # the probe runs the kernel in one process of its own, without the judge
+            shown = blocks if config == DEFAULT else []
+            summary.setdefault(config, []).append((label, median_or_none(g.meds), g.between))
+            print(f"| {name} | {len(g.passed)} of {len(g.rows)} | {g.medians() if g.meds else ''} | "
+                  f"{pct(g.between)} | ±{pct(g.ci)} | {pct(g.eager)} | "
+                  f"{' '.join(f'{b:.4f}' for b in shown) or '-'} | {pct(spread(shown))} | "
+                  f"{span(g.clocks)} | {span(g.temps)} |")
+    for config in configs:
+        big = [s for s in summary.get(config, []) if s[1] is not None and s[1] >= 0.05 and s[2] is not None]
+        if big:
+            ok = sum(1 for s in big if s[2] <= 0.02)
+            what = "" if configs == [DEFAULT] else f" ({config})"
+            worst = max(big, key=lambda s: s[2])
+            print(f"\nkernels with a median >= 50 us{what}: {ok} of {len(big)} within 2% between evaluations "
+                  f"(issue 11's bar); worst {worst[2] * 100:.1f}% ({worst[0]})")
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    evals, probes, order = read(sys.argv[1])
+    if len(sys.argv) > 2:
+        with open(sys.argv[2]) as f:
+            print("machine: " + f.read().strip() + "\n")
+    configs = [DEFAULT] + sorted({c for _, c in evals if c != DEFAULT})
+    if REDUCED in configs:
+        side_by_side(evals, order)
+    detail(evals, probes, order, configs)
     return 0
 
 
