@@ -61,6 +61,12 @@ o.update(kind="eval", label=sys.argv[1], round=int(sys.argv[2]), config=sys.argv
 			"$n/$dsl" "$i" "$config" >>"$rows"
 }
 list=${1:-}
+table() {
+	rm -f "$OUT/noise.db"
+	"$MKB_PYTHON" tools/noise_table.py "$rows" "$OUT/machine.txt" | tee "$OUT/noise.md"
+}
+# stopped at a deadline (tools/gpu_batch.sh): the table of the rows so far
+trap 'echo "noise: stopped" >&2; table; exit 124' TERM
 
 for d in solutions/[0-9]*_*/; do
 	n=$(basename "$d")
@@ -86,5 +92,4 @@ for d in solutions/[0-9]*_*/; do
 		echo "noise: $n/$dsl done" >&2
 	done
 done
-rm -f "$OUT/noise.db"
-"$MKB_PYTHON" tools/noise_table.py "$rows" "$OUT/machine.txt" | tee "$OUT/noise.md"
+table
