@@ -117,6 +117,21 @@ static const char handoff_prompt[] =
 	"Continue from where it stopped. Do not ask more questions; answer in the JSON format "
 	"described at the start.";
 
+/* The reply schema above, for a server that constrains decoding to it
+ * (--response-format; ours, off by default). Every field is required and
+ * no other is allowed (OpenAI's strict mode wants both); the order is the
+ * order a grammar writes them in. */
+static const char reply_schema[] =
+	"{\"type\": \"object\", \"properties\": {"
+	"\"analysis\": {\"type\": \"string\"}, "
+	"\"plan\": {\"type\": \"string\"}, "
+	"\"commands\": {\"type\": \"array\", \"items\": {\"type\": \"object\", \"properties\": {"
+	"\"keystrokes\": {\"type\": \"string\"}, \"duration\": {\"type\": \"number\"}}, "
+	"\"required\": [\"keystrokes\", \"duration\"], \"additionalProperties\": false}}, "
+	"\"task_complete\": {\"type\": \"boolean\"}}, "
+	"\"required\": [\"analysis\", \"plan\", \"commands\", \"task_complete\"], "
+	"\"additionalProperties\": false}";
+
 static const char fallback_prompt[] =
 	"The task:\n%s\n\nThe terminal now (its end):\n%s\n\n"
 	"In two or three sentences, what are the next steps?";
@@ -281,10 +296,19 @@ static int call(struct loop *l, const struct llm_conversation *conv, const char 
 	for (size_t i = 0; i < conv->n; i++)
 		llm_conversation_add(&c, conv->items[i].role, conv->items[i].content);
 	llm_conversation_add(&c, LLM_USER, prompt);
+	/* Only a turn's reply is the agent's JSON; the hand-off's are free text. */
+	struct llm_decoding d = l->o->decoding;
+	int constrained = d.format != LLM_REPLY_TEXT && !strcmp(purpose, "turn");
+	if (constrained) {
+		d.schema = reply_schema;
+		d.schema_name = "terminus2_reply";
+	}
 	json_t *req = json_pack("{s:i, s:s, s:s, s:I}", "turn", l->res->turns, "purpose", purpose,
 				"prompt", prompt, "history", (json_int_t)conv->n);
+	if (constrained)
+		json_object_set_new(req, "reply_schema", json_string(d.schema_name));
 	record(l, "request", req);
-	int rc = llm_chat(l->o->llm, &c, &l->o->decoding, r);
+	int rc = llm_chat(l->o->llm, &c, &d, r);
 	llm_conversation_release(&c);
 	l->res->calls++;
 	if (rc == 0) {

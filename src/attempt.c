@@ -17,6 +17,7 @@
 #include "agent_cli.h"
 #include "buf.h"
 #include "grade.h"
+#include "llm_flags.h"
 #include "model_proxy.h"
 #include "paths.h"
 #include "proc.h"
@@ -721,13 +722,7 @@ static json_t *options_json(const struct attempt *a)
 	const struct attempt_opts *o = a->o;
 	char layers[256];
 	sandbox_describe(a->term.layers, layers, sizeof(layers));
-	json_t *dec = json_object();
-	if (o->decoding.temperature >= 0)
-		json_object_set_new(dec, "temperature", json_real(o->decoding.temperature));
-	if (o->decoding.top_p >= 0)
-		json_object_set_new(dec, "top_p", json_real(o->decoding.top_p));
-	if (o->decoding.max_tokens > 0)
-		json_object_set_new(dec, "max_tokens", json_integer(o->decoding.max_tokens));
+	json_t *dec = llm_decoding_json(&o->decoding);
 	return json_pack("{s:s, s:f, s:i, s:o, s:I, s:I, s:s, s:s, s:s, s:i, s:I, s:s?, s:I}",
 			 "agent", agent_cli_is(o->model) ? "external (cli)" : attempt_is_control(o->model)
 				  ? "control" : "terminus-2 (mkb)",

@@ -268,7 +268,7 @@ int cmd_attempt(int argc, char **argv)
 		error("no NVIDIA GPU %d on this machine; '--device cpu' runs the CPU test mode", x.judge.gpu);
 		return EXIT_INFRA;
 	}
-	if (llm_flags_prices(&x.llm) < 0)
+	if (llm_flags_check(&x.llm) < 0)
 		return EXIT_USAGE;
 	struct mkb_env env;
 	if (mkb_env_load(&env) < 0) {

@@ -168,11 +168,13 @@ int cmd_chat(int argc, char **argv)
 	int rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc < 0 ? EXIT_OK : EXIT_USAGE; /* -1: --help was shown */
+	if (a.llm.dec.format != LLM_REPLY_TEXT) /* it constrains to the agent's schema; chat has none */
+		return usage_error("chat", "--response-format is for the agent's replies (mkb attempt, mkb run)");
 
 	struct llm_client client;
 	if (llm_client_init(&client, a.llm.model, &a.llm.opts) < 0)
 		return usage_error("chat", NULL);
-	if (llm_flags_prices(&a.llm) < 0) {
+	if (llm_flags_check(&a.llm) < 0) {
 		llm_client_release(&client);
 		return EXIT_USAGE;
 	}

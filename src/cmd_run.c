@@ -231,7 +231,7 @@ int cmd_run(int argc, char **argv)
 	int rc = parse_args(argc, argv, &x);
 	if (rc)
 		return rc < 0 ? EXIT_OK : EXIT_USAGE;
-	if (llm_flags_prices(&x.llm) < 0)
+	if (llm_flags_check(&x.llm) < 0)
 		return EXIT_USAGE;
 	struct mkb_env env;
 	if (mkb_env_load(&env) < 0) {

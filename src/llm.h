@@ -79,15 +79,34 @@ void llm_conversation_add(struct llm_conversation *c, enum llm_role role, const 
 void llm_conversation_truncate(struct llm_conversation *c, size_t n);
 void llm_conversation_release(struct llm_conversation *c);
 
+/* Constrained replies (ours, off by default: Terminus-2 asks for its JSON in
+ * the prompt only). With a format other than TEXT, a call that carries a
+ * schema asks the server to decode only replies that match it (a grammar
+ * compiled from the schema, in llama.cpp's servers); the OpenAI client
+ * sends it as response_format, the Anthropic one refuses it. */
+enum llm_reply_format {
+	LLM_REPLY_TEXT,        /* nothing sent */
+	LLM_REPLY_JSON_SCHEMA, /* {"type": "json_schema", "json_schema": {"name", "strict", "schema"}}:
+				* OpenAI's structured outputs, vLLM, SGLang, llama.cpp's llama-server */
+	LLM_REPLY_JSON_OBJECT, /* {"type": "json_object", "schema": S}: JSON mode with a schema,
+				* as llama-cpp-python's server reads it */
+};
+
 /* Decoding settings; a field left at its "unset" value is not sent, so the
  * provider's default applies (some models refuse a temperature at all). */
 struct llm_decoding {
 	double temperature; /* < 0: unset */
 	double top_p;       /* < 0: unset */
 	long max_tokens;    /* 0: unset (Anthropic: LLM_ANTHROPIC_MAX_TOKENS) */
+	enum llm_reply_format format;
+	/* The schema a constrained reply must match (JSON text) and its name
+	 * ([A-Za-z0-9_-]); set per call by the caller, who knows which replies
+	 * are structured (the agent's turns, not its free-text hand-off).
+	 * NULL: the call is not constrained, whatever format says. */
+	const char *schema, *schema_name;
 };
 
-#define LLM_DECODING_INIT { -1, -1, 0 }
+#define LLM_DECODING_INIT { -1, -1, 0, LLM_REPLY_TEXT, NULL, NULL }
 
 /* Prices in US dollars per million tokens. */
 struct llm_price {

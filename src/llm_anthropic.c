@@ -14,6 +14,10 @@ static char *anthropic_request(const struct llm_model *m, const char *base_url,
 			       const char **why)
 {
 	(void)base_url;
+	if (d->format != LLM_REPLY_TEXT && d->schema) {
+		*why = "a constrained reply format (--response-format) is for openai: models only";
+		return NULL;
+	}
 	json_t *o = json_object();
 	json_t *msgs = llm_json_messages(c, 0);
 	if (!msgs || llm_json_set_string(o, "model", m->name) < 0 ||

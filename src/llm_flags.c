@@ -49,6 +49,13 @@ int llm_flag(int c, const char *arg, struct llm_flags *f)
 		return number_arg("--temperature", arg, 0, 2, &f->dec.temperature) < 0 ? -1 : 1;
 	case LLM_OPT_TOP_P:
 		return number_arg("--top-p", arg, 0, 1, &f->dec.top_p) < 0 ? -1 : 1;
+	case LLM_OPT_RESPONSE_FORMAT:
+		for (int i = LLM_REPLY_TEXT; i <= LLM_REPLY_JSON_OBJECT; i++)
+			if (!strcmp(arg, llm_reply_format_name(i))) {
+				f->dec.format = i;
+				return 1;
+			}
+		return error("--response-format wants text, json-schema or json-object, not '%s'", arg);
 	case LLM_OPT_RETRY_DELAY:
 		return number_arg("--retry-delay", arg, 0, 3600, &f->opts.retry_delay_s) < 0 ? -1 : 1;
 	default:
@@ -70,4 +77,61 @@ int llm_flags_prices(struct llm_flags *f)
 		f->opts.price = &f->price;
 	llm_model_release(&m);
 	return found < 0 ? -1 : 0;
+}
+
+int llm_flags_check(struct llm_flags *f)
+{
+	if (f->dec.format != LLM_REPLY_TEXT && f->model && !strncmp(f->model, "anthropic:", 10))
+		return error("--response-format %s is for openai: models only (the Messages API has no "
+			     "response_format)", llm_reply_format_name(f->dec.format));
+	return llm_flags_prices(f);
+}
+
+const char *llm_reply_format_name(enum llm_reply_format f)
+{
+	switch (f) {
+	case LLM_REPLY_TEXT: return "text";
+	case LLM_REPLY_JSON_SCHEMA: return "json-schema";
+	case LLM_REPLY_JSON_OBJECT: return "json-object";
+	}
+	return "unknown";
+}
+
+json_t *llm_decoding_json(const struct llm_decoding *d)
+{
+	json_t *o = json_object();
+	if (d->temperature >= 0)
+		json_object_set_new(o, "temperature", json_real(d->temperature));
+	if (d->top_p >= 0)
+		json_object_set_new(o, "top_p", json_real(d->top_p));
+	if (d->max_tokens > 0)
+		json_object_set_new(o, "max_tokens", json_integer(d->max_tokens));
+	/* Absent when text, so the keys of trials run before the option existed stay valid. */
+	if (d->format != LLM_REPLY_TEXT)
+		json_object_set_new(o, "response_format", json_string(llm_reply_format_name(d->format)));
+	return o;
+}
+
+int llm_decoding_from_json(json_t *o, struct llm_decoding *d)
+{
+	*d = (struct llm_decoding)LLM_DECODING_INIT;
+	if (!json_is_object(o))
+		return error("decoding settings that are not a JSON object");
+	json_t *v;
+	if ((v = json_object_get(o, "temperature")) && json_is_number(v))
+		d->temperature = json_number_value(v);
+	if ((v = json_object_get(o, "top_p")) && json_is_number(v))
+		d->top_p = json_number_value(v);
+	if ((v = json_object_get(o, "max_tokens")) && json_is_integer(v))
+		d->max_tokens = (long)json_integer_value(v);
+	if ((v = json_object_get(o, "response_format"))) {
+		int i;
+		for (i = LLM_REPLY_TEXT; i <= LLM_REPLY_JSON_OBJECT; i++)
+			if (json_is_string(v) && !strcmp(json_string_value(v), llm_reply_format_name(i)))
+				break;
+		if (i > LLM_REPLY_JSON_OBJECT)
+			return error("decoding settings with an unknown response_format");
+		d->format = i;
+	}
+	return 0;
 }

@@ -6,6 +6,23 @@
 #include "llm_provider.h"
 #include "util.h"
 
+/* The response_format of a constrained call (llm.h's enum says which
+ * servers read which), or NULL when d->schema is not a JSON object. */
+static json_t *response_format(const struct llm_decoding *d)
+{
+	json_t *schema = json_loads(d->schema, 0, NULL);
+	if (!json_is_object(schema)) {
+		json_decref(schema);
+		return NULL;
+	}
+	if (d->format == LLM_REPLY_JSON_OBJECT)
+		return json_pack("{s:s, s:o}", "type", "json_object", "schema", schema);
+	/* strict: OpenAI then decodes to the schema exactly (it must require
+	 * every property and forbid others); without it, only tries to. */
+	return json_pack("{s:s, s:{s:s, s:b, s:o}}", "type", "json_schema", "json_schema", "name",
+			 d->schema_name ? d->schema_name : "reply", "strict", 1, "schema", schema);
+}
+
 static char *openai_request(const struct llm_model *m, const char *base_url,
 			    const struct llm_conversation *c, const struct llm_decoding *d,
 			    const char **why)
@@ -28,6 +45,15 @@ static char *openai_request(const struct llm_model *m, const char *base_url,
 	if (d->max_tokens > 0)
 		rc |= json_object_set_new(o, strstr(base_url, "://api.openai.com") ? "max_completion_tokens"
 						: "max_tokens", json_integer(d->max_tokens));
+	if (d->format != LLM_REPLY_TEXT && d->schema) {
+		json_t *rf = response_format(d);
+		if (!rf) {
+			json_decref(o);
+			*why = "a reply schema that is not a JSON object";
+			return NULL;
+		}
+		rc |= json_object_set_new(o, "response_format", rf);
+	}
 	return llm_json_finish(o, rc, why);
 }
 

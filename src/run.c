@@ -16,6 +16,7 @@
 #include "agent_cli.h"
 #include "dsl.h"
 #include "fingerprint.h"
+#include "llm_flags.h"
 #include "paths.h"
 #include "proc.h"
 #include "sha256.h"
@@ -81,13 +82,7 @@ struct plan {
 
 static char *decoding_json(const struct llm_decoding *d)
 {
-	json_t *o = json_object();
-	if (d->temperature >= 0)
-		json_object_set_new(o, "temperature", json_real(d->temperature));
-	if (d->top_p >= 0)
-		json_object_set_new(o, "top_p", json_real(d->top_p));
-	if (d->max_tokens > 0)
-		json_object_set_new(o, "max_tokens", json_integer(d->max_tokens));
+	json_t *o = llm_decoding_json(d);
 	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(10));
 	json_decref(o);
 	return s ? s : xstrdup("{}");

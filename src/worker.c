@@ -31,21 +31,10 @@ static void pause_s(double s)
 /* The trial's decoding settings (its JSON, as mkb run keyed it). */
 static int parse_decoding(const char *text, struct llm_decoding *d)
 {
-	*d = (struct llm_decoding)LLM_DECODING_INIT;
 	json_t *o = json_loads(text, 0, NULL);
-	if (!json_is_object(o)) {
-		json_decref(o);
-		return error("the trial's decoding settings '%s' are not a JSON object", text);
-	}
-	json_t *v;
-	if ((v = json_object_get(o, "temperature")) && json_is_number(v))
-		d->temperature = json_number_value(v);
-	if ((v = json_object_get(o, "top_p")) && json_is_number(v))
-		d->top_p = json_number_value(v);
-	if ((v = json_object_get(o, "max_tokens")) && json_is_integer(v))
-		d->max_tokens = (long)json_integer_value(v);
+	int rc = llm_decoding_from_json(o, d);
 	json_decref(o);
-	return 0;
+	return rc < 0 ? error("the trial's decoding settings '%s' cannot be read", text) : 0;
 }
 
 /* The live record of the trial named name, or NULL. */

@@ -77,6 +77,7 @@ expect 'a normal attempt: kernel written, submitted, skill left, completion conf
 		"\"Are you sure you want to mark the task as complete\" in prompt(4)" \
 		"\"Task Description:\" in prompt(0) and \"# Problem 28\" in prompt(0)" \
 		"r[0][\"body\"][\"temperature\"] == 0.7 and \"max_tokens\" not in r[0][\"body\"]" \
+		"not any(\"response_format\" in q[\"body\"] for q in r)" \
 		"[m[\"role\"] for m in r[4][\"body\"][\"messages\"]] == [\"user\", \"assistant\"] * 4 + [\"user\"]" \
 		"ev(\"final\")[0][\"verdict\"][\"status\"] == \"passed\"" \
 		"json.loads(open(\"w/submissions/1/kernel.py\").read() and \"1\") == 1"
@@ -153,6 +154,35 @@ expect 'a context overflow: the hand-off summary (3 calls), then the work goes o
 		"\"answers the other agent gave\" in prompt(5)" \
 		"[m[\"role\"] for m in r[5][\"body\"][\"messages\"]] == [\"user\", \"user\", \"assistant\", \"user\"]" \
 		"len(ev(\"summary\")) == 1"
+'
+
+expect '--response-format (ours, off by default): the turns carry the reply schema, the hand-off'"'"'s free-text calls do not' '
+	serve context
+	attempt --model openai:gpt-test --base-url $URL --response-format json-schema
+	[ "$(cat rc)" = 0 ] || { cat err.txt; false; }
+	verify "o[\"status\"] == \"passed\" and len(r) == 8" \
+		"[\"response_format\" in q[\"body\"] for q in r] == [True, True, False, False, False] + [True] * 3" \
+		"[e.get(\"reply_schema\") for e in ev(\"request\")] == [\"terminus2_reply\"] * 2 + [None] * 3 + [\"terminus2_reply\"] * 3" \
+		"o[\"options\"][\"decoding\"] == {\"temperature\": 0.7, \"response_format\": \"json-schema\"}"
+	python3 - <<-'"'"'PY'"'"'
+		import json
+		rf = json.load(open("requests.json"))["requests"][0]["body"]["response_format"]
+		assert rf["type"] == "json_schema" and rf["json_schema"]["name"] == "terminus2_reply", rf
+		assert rf["json_schema"]["strict"] is True, rf
+		s = rf["json_schema"]["schema"]
+		assert s["required"] == ["analysis", "plan", "commands", "task_complete"], s
+		assert s["additionalProperties"] is False and list(s["properties"]) == s["required"], s
+		c = s["properties"]["commands"]["items"]
+		assert c["required"] == ["keystrokes", "duration"] and c["additionalProperties"] is False, c
+		assert s["properties"]["task_complete"] == {"type": "boolean"}, s
+	PY
+	serve normal
+	attempt --model openai:gpt-test --base-url $URL --response-format json-object --max-tokens 900
+	[ "$(cat rc)" = 0 ] || { cat err.txt; false; }
+	verify "o[\"status\"] == \"passed\" and len(r) == 5" \
+		"all(q[\"body\"][\"response_format\"][\"type\"] == \"json_object\" and set(q[\"body\"][\"response_format\"]) == {\"type\", \"schema\"} for q in r)" \
+		"r[0][\"body\"][\"response_format\"][\"schema\"][\"properties\"][\"commands\"][\"type\"] == \"array\"" \
+		"o[\"options\"][\"decoding\"] == {\"temperature\": 0.7, \"max_tokens\": 900, \"response_format\": \"json-object\"}"
 '
 
 expect 'an Anthropic conversation: /v1/messages, usage on one scale' '
@@ -296,9 +326,13 @@ expect 'bad usage is refused with exit 2' '
 	"$MKB" attempt 28 --model openai:x >/dev/null 2>>err.txt; b=$?
 	"$MKB" attempt 28 --dsl cutedsl --model openai:x --wall 0 >/dev/null 2>>err.txt; c=$?
 	"$MKB" attempt show x >/dev/null 2>>err.txt; d=$?
+	"$MKB" attempt 28 --dsl cutedsl --model openai:x --response-format yaml >/dev/null 2>>err.txt; e=$?
+	"$MKB" attempt 28 --dsl cutedsl --model anthropic:x --device cpu --response-format json-schema >/dev/null 2>>err.txt; f=$?
 	set -e
-	[ $a = 2 ] && [ $b = 2 ] && [ $c = 2 ] && [ $d = 2 ]
+	[ $a = 2 ] && [ $b = 2 ] && [ $c = 2 ] && [ $d = 2 ] && [ $e = 2 ] && [ $f = 2 ]
 	grep -q "model is required" err.txt && grep -q "dsl is required" err.txt
+	grep -q "response-format wants text, json-schema or json-object" err.txt
+	grep -q "response-format json-schema is for openai: models only" err.txt
 '
 
 finish

@@ -247,7 +247,8 @@ expect 'bad usage exits 2 before any request' '
 	serve openai_ok
 	for args in "hi" "--model gpt-4o hi" "--model openai: hi" "--model openai:x" "--model openai:x --retries -1 hi" \
 		"--model openai:x --temperature 3 hi" "--model openai:x --timeout 0 hi" \
-		"--model openai:x --base-url ftp://x hi" "--model openai:x --prices /nonexistent hi"; do
+		"--model openai:x --base-url ftp://x hi" "--model openai:x --prices /nonexistent hi" \
+		"--model openai:x --response-format json-schema hi"; do
 		set +e; "$MKB" chat $args >out.txt 2>err.txt; rc=$?; set -e
 		[ $rc = 2 ] || { echo "$args: exit $rc"; cat err.txt; exit 1; }
 		grep -q "^usage: mkb chat" err.txt || grep -q "prices" err.txt

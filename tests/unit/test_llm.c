@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "llm_flags.h"
 #include "llm_provider.h"
 #include "unit.h"
 #include "util.h"
@@ -98,6 +99,58 @@ static void test_llm_anthropic_request(void)
 	llm_conversation_set_system(&c, "\xc3(");
 	CHECK(llm_anthropic_ops.request(&m, "https://api.anthropic.com", &c, &d, &why) == NULL);
 	llm_conversation_release(&c);
+}
+
+/* --response-format: response_format only on a call that carries a schema,
+ * in the form the format names; recorded and read back with the decoding. */
+static void test_llm_reply_format(void)
+{
+	struct llm_model m = {LLM_OPENAI, "gpt-test"}, a = {LLM_ANTHROPIC, "claude-test"};
+	struct llm_conversation c;
+	struct llm_decoding d = LLM_DECODING_INIT;
+	const char *why = NULL;
+	conversation(&c, NULL);
+	d.format = LLM_REPLY_JSON_OBJECT;
+	char *s = llm_openai_ops.request(&m, "http://x", &c, &d, &why); /* no schema: a free-text call */
+	CHECK(s && !strstr(s, "response_format"));
+	free(s);
+	d.schema = "{\"type\": \"object\"}";
+	s = llm_openai_ops.request(&m, "http://x", &c, &d, &why);
+	CHECK(s && strstr(s, "],\"response_format\":{\"type\":\"json_object\",\"schema\":{\"type\":\"object\"}}}"));
+	free(s);
+	d.format = LLM_REPLY_JSON_SCHEMA;
+	d.schema_name = "terminus2_reply";
+	s = llm_openai_ops.request(&m, "http://x", &c, &d, &why);
+	CHECK(s && strstr(s, ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+			  "\"terminus2_reply\",\"strict\":true,\"schema\":{\"type\":\"object\"}}}}"));
+	free(s);
+	d.schema = "[1]";
+	CHECK(llm_openai_ops.request(&m, "http://x", &c, &d, &why) == NULL);
+	CHECK_STR(why, "a reply schema that is not a JSON object");
+	d.schema = "{}";
+	CHECK(llm_anthropic_ops.request(&a, "http://x", &c, &d, &why) == NULL);
+	CHECK(why && strstr(why, "openai: models only"));
+	llm_conversation_release(&c);
+
+	/* Recorded only when set, so trials keyed before the option keep their keys. */
+	struct llm_decoding e = LLM_DECODING_INIT, back;
+	e.temperature = 0.7;
+	json_t *j = llm_decoding_json(&e);
+	char *t = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	CHECK_STR(t, "{\"temperature\":0.69999999999999996}");
+	free(t);
+	json_decref(j);
+	e.format = LLM_REPLY_JSON_OBJECT;
+	e.max_tokens = 512;
+	j = llm_decoding_json(&e);
+	CHECK_STR(json_string_value(json_object_get(j, "response_format")), "json-object");
+	CHECK(llm_decoding_from_json(j, &back) == 0);
+	CHECK(back.format == LLM_REPLY_JSON_OBJECT && back.max_tokens == 512 && back.temperature == 0.7);
+	CHECK(back.top_p < 0 && back.schema == NULL);
+	json_object_set_new(j, "response_format", json_string("yaml"));
+	CHECK(llm_decoding_from_json(j, &back) == -1);
+	json_decref(j);
+	CHECK_STR(llm_reply_format_name(LLM_REPLY_JSON_SCHEMA), "json-schema");
 }
 
 static void test_llm_headers(void)
@@ -471,6 +524,7 @@ const struct unit_test llm_tests[] = {
 	{"llm_model_parse", test_llm_model_parse},
 	{"llm_openai_request", test_llm_openai_request},
 	{"llm_anthropic_request", test_llm_anthropic_request},
+	{"llm_reply_format", test_llm_reply_format},
 	{"llm_headers", test_llm_headers},
 	{"llm_parse_openai", test_llm_parse_openai},
 	{"llm_parse_anthropic", test_llm_parse_anthropic},
