@@ -6,8 +6,8 @@
 #include "jsonl.h"
 
 /* Bytes kept back for the closing "}\n" and a ,"<key>_cut":true flag
- * (keys are short constants of ours). */
-#define RESERVE 64
+ * (keys are short constants of ours), and for the seal (mkb_line_seal). */
+#define RESERVE (64 + MKB_SEAL_MAX)
 
 /* Bytes that may still be added, keeping RESERVE + extra back. */
 static size_t room(const struct mkb_line *l, size_t extra)
@@ -137,6 +137,23 @@ void mkb_line_triple(struct mkb_line *l, const char *k, int64_t a, int64_t b, in
 void mkb_line_bool(struct mkb_line *l, const char *k, int v)
 {
 	field(l, k, v ? "true" : "false");
+}
+
+void mkb_line_seal(struct mkb_line *l, uint64_t seq, const char *tag)
+{
+	/* the tag is ours (hex from the checker), never escaped: anything else
+	 * is left out, and the checker then refuses the line */
+	size_t n = 0;
+	while (tag && n < MKB_TAG_MAX && ((tag[n] >= '0' && tag[n] <= '9') || (tag[n] >= 'a' && tag[n] <= 'f')))
+		n++;
+	char tmp[MKB_SEAL_MAX + 1];
+	int w = snprintf(tmp, sizeof(tmp), ",\"seq\":%" PRIu64 ",\"tag\":\"%.*s\"", seq, (int)n, tag ? tag : "");
+	/* from the reserve (RESERVE holds MKB_SEAL_MAX beyond what a field may
+	 * use): the closing "}\n" still fits after it */
+	if (w > 0 && (size_t)w < sizeof(tmp) && l->len + (size_t)w + 2 <= sizeof(l->buf)) {
+		memcpy(l->buf + l->len, tmp, (size_t)w);
+		l->len += (size_t)w;
+	}
 }
 
 size_t mkb_line_end(struct mkb_line *l)

@@ -25,6 +25,13 @@ void mkb_line_i64(struct mkb_line *l, const char *key, int64_t v);
 /* ,"key":[a,b,c] */
 void mkb_line_triple(struct mkb_line *l, const char *key, int64_t a, int64_t b, int64_t c);
 void mkb_line_bool(struct mkb_line *l, const char *key, int v);
+/* The seal the checker verifies (docs/launch-attribution.md "Sealed
+ * lines"): ,"seq":<seq>,"tag":"<tag>", from room always kept back, so a full
+ * line is sealed too. tag: lower-case hex, at most MKB_TAG_MAX characters
+ * (anything else ends it). Call once, just before mkb_line_end. */
+#define MKB_TAG_MAX 64
+#define MKB_SEAL_MAX (sizeof(",\"seq\":18446744073709551615,\"tag\":\"\"") - 1 + MKB_TAG_MAX)
+void mkb_line_seal(struct mkb_line *l, uint64_t seq, const char *tag);
 /* Close the object and add '\n'; returns the line's length (room for the
  * closing bytes is always kept back). */
 size_t mkb_line_end(struct mkb_line *l);

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 
@@ -86,6 +87,14 @@ struct cache_slot {
 };
 
 static int g_fd = -1;
+/* The checker's tag for this process's lines (hex), read from g_fd once at
+ * start-up, before any candidate code runs; "" when none came. */
+static char g_tag[MKB_TAG_MAX + 1];
+static uint64_t g_seq;                 /* the next line's number (g_write_lock) */
+/* MKB_LAUNCH_DRY=1 (tests on a machine without a GPU): no CUPTI at all; the
+ * channel, the seal and the markers work, and no kernel is ever recorded.
+ * "hello" says "dry": true, and a checker that is not testing refuses it. */
+static int g_dry;
 static atomic_int g_active;
 static atomic_uint_fast64_t g_call;    /* the solve call running, 0: the harness */
 static CUpti_SubscriberHandle g_subscriber;
@@ -124,17 +133,22 @@ static char g_self_path[PATH_CAP];
 
 static void emit(struct mkb_line *l)
 {
-	size_t n = mkb_line_end(l);
 	if (l->full)
 		atomic_fetch_add(&g_cut_lines, 1);
 	if (g_fd < 0)
 		return;
 	/* One write per line: atomic on a pipe (n <= PIPE_BUF), one datagram on
-	 * a SOCK_SEQPACKET socket. The lock keeps lines whole on other files. */
+	 * a SOCK_SEQPACKET socket. The lock keeps lines whole on other files,
+	 * and the sequence numbers in the order of the writes. */
 	if (pthread_mutex_lock(&g_write_lock) != 0) {
 		atomic_fetch_add(&g_lost_lines, 1);
 		return;
 	}
+	/* Sealed (docs/launch-attribution.md "Sealed lines"): a line written
+	 * by anything else on this descriptor lacks the tag, and a line lost
+	 * leaves a gap in seq. */
+	mkb_line_seal(l, g_seq++, g_tag);
+	size_t n = mkb_line_end(l);
 	const char *p = l->buf;
 	while (n > 0) {
 		ssize_t w = write(g_fd, p, n);
@@ -683,11 +697,18 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 		atomic_fetch_sub(&g_buffers_out, 1);
 }
 
-/* ---- the harness's markers ---------------------------------------------- */
+/* ---- the markers of solve calls ------------------------------------------ */
 
-/* Solve call `call` (> 0) starts: launches from now on belong to it.
- * 0 on success, -1 when the library is not recording. */
-EXPORT int mkb_launch_begin(uint64_t call)
+/* They come two ways, and each marker line says which ("via"):
+ *  - "checker": commands the checker sends on the launch socket, read by
+ *    this library's own thread (command_loop). Only the checker holds the
+ *    other end, so the candidate cannot send one; the judge uses these.
+ *  - "api": the exported functions below, which anything in the process can
+ *    call (tools/gpu_launch_check.sh does). A checker that drives the
+ *    markers itself treats an "api" marker as the kernel's doing. */
+
+/* Call `call` (> 0) starts: launches from now on belong to it. */
+static int mark_begin(uint64_t call, const char *via)
 {
 	if (!atomic_load(&g_active) || call == 0)
 		return -1;
@@ -698,24 +719,25 @@ EXPORT int mkb_launch_begin(uint64_t call)
 	memset(g_cur_ns, 0, sizeof(g_cur_ns));
 	if (pthread_mutex_unlock(&g_lock) != 0)
 		return -1;
+	atomic_store(&g_call, call);
 	struct mkb_line l;
 	mkb_line_start(&l, "begin");
 	mkb_line_u64(&l, "call", call);
+	mkb_line_str(&l, "via", via, 16);
 	emit(&l);
-	atomic_store(&g_call, call);
 	return 0;
 }
 
-/* Solve call `call` is over: the harness has synchronised the device.
- * Delivers the call's kernel records, then an "end" record with its totals
- * and the loss counters. 0 on success, -1 otherwise. */
-EXPORT int mkb_launch_end(uint64_t call)
+/* Call `call` is over: launches are the harness's again (call 0); its
+ * kernel records are delivered, then an "end" line with its totals and the
+ * loss counters. */
+static int mark_end(uint64_t call, const char *via)
 {
 	if (!atomic_load(&g_active))
 		return -1;
 	atomic_store(&g_call, 0);
 	int rc = 0;
-	CUptiResult r = cuptiActivityFlushAll(0);
+	CUptiResult r = g_dry ? CUPTI_SUCCESS : cuptiActivityFlushAll(0);
 	if (r != CUPTI_SUCCESS) {
 		emit_cupti_error("cuptiActivityFlushAll", r);
 		rc = -1;
@@ -723,6 +745,7 @@ EXPORT int mkb_launch_end(uint64_t call)
 	struct mkb_line l;
 	mkb_line_start(&l, "end");
 	mkb_line_u64(&l, "call", call);
+	mkb_line_str(&l, "via", via, 16);
 	if (pthread_mutex_lock(&g_lock) != 0)
 		return -1;
 	mkb_line_bool(&l, "matched", g_cur_call == call);
@@ -747,6 +770,74 @@ EXPORT int mkb_launch_end(uint64_t call)
 	return rc;
 }
 
+/* Solve call `call` (> 0) starts. 0 on success, -1 when not recording. */
+EXPORT int mkb_launch_begin(uint64_t call)
+{
+	return mark_begin(call, "api");
+}
+
+/* Solve call `call` is over (the harness has synchronised the device).
+ * 0 on success, -1 otherwise. */
+EXPORT int mkb_launch_end(uint64_t call)
+{
+	return mark_end(call, "api");
+}
+
+/* The checker's commands, one datagram each: "begin <n>" or "end <n>".
+ * Ends when the checker closes its end (or the descriptor fails). A command
+ * that does not parse is answered by an "error" line. */
+static void *command_loop(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		char buf[64];
+		ssize_t n = recv(g_fd, buf, sizeof(buf) - 1, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		buf[n] = '\0';
+		char *end = NULL;
+		const char *num = !strncmp(buf, "begin ", 6) ? buf + 6 : !strncmp(buf, "end ", 4) ? buf + 4 : NULL;
+		errno = 0;
+		unsigned long long call = num ? strtoull(num, &end, 10) : 0;
+		if (!num || errno || !end || *end || end == num) {
+			struct mkb_line l;
+			mkb_line_start(&l, "error");
+			mkb_line_str(&l, "what", "command", 16);
+			mkb_line_str(&l, "text", buf, 64);
+			emit(&l);
+			continue;
+		}
+		if (buf[0] == 'b')
+			mark_begin(call, "checker");
+		else
+			mark_end(call, "checker");
+	}
+	return NULL;
+}
+
+/* The command thread, only on a socket (a pipe carries no commands). */
+static void start_commands(void)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+	if (getsockopt(g_fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
+		return;
+	pthread_t t;
+	pthread_attr_t attr;
+	if (pthread_attr_init(&attr) != 0)
+		return;
+	if (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+	    pthread_create(&t, &attr, command_loop, NULL) != 0) {
+		struct mkb_line l;
+		mkb_line_start(&l, "error");
+		mkb_line_str(&l, "what", "pthread_create", 32);
+		emit(&l);
+	}
+	pthread_attr_destroy(&attr);
+}
+
 /* 1 while recording (the harness checks this once after cuInit). */
 EXPORT int mkb_launch_active(void)
 {
@@ -759,7 +850,7 @@ static void at_exit(void)
 {
 	if (!atomic_load(&g_active))
 		return;
-	CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	CUptiResult r = g_dry ? CUPTI_SUCCESS : cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	if (r != CUPTI_SUCCESS)
 		emit_cupti_error("cuptiActivityFlushAll(forced)", r);
 	struct mkb_line l;
@@ -787,6 +878,28 @@ static int parse_fd(const char *text)
 	if (fdfl < 0 || fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC) < 0)
 		return -1;
 	return fd;
+}
+
+/* The checker queued one datagram on the other end of a socket before the
+ * descriptor reached this process: the tag that seals every line. Read at
+ * cuInit, before the candidate's code is imported; the candidate cannot read
+ * it from the socket afterwards (it is gone from the queue). No datagram
+ * (a pipe, a plain file): no tag, and a checker that expects one refuses
+ * the lines. */
+static void read_tag(void)
+{
+	char buf[MKB_TAG_MAX + 1];
+	ssize_t n;
+	do
+		n = recv(g_fd, buf, MKB_TAG_MAX, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	size_t k = 0;
+	while (n > 0 && k < (size_t)n && ((buf[k] >= '0' && buf[k] <= '9') || (buf[k] >= 'a' && buf[k] <= 'f')))
+		k++;
+	if (n > 0 && k == (size_t)n)
+		memcpy(g_tag, buf, k);
+	g_tag[n > 0 && k == (size_t)n ? k : 0] = '\0';
+	explicit_bzero(buf, sizeof(buf));
 }
 
 static void resolve_optional(void)
@@ -840,6 +953,11 @@ static const CUpti_CallbackId runtime_cbids[] = {
 static int start(void)
 {
 	uint32_t version = 0;
+	if (g_dry) {
+		/* no CUPTI: the channel, the seal and the markers only */
+		resolve_optional();
+		goto hello;
+	}
 	TRY(cuptiGetVersion(&version));
 	resolve_optional();
 	TRY(cuptiSubscribe(&g_subscriber, on_api, NULL));
@@ -849,18 +967,20 @@ static int start(void)
 		TRY(cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_cbids[i]));
 	TRY(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
 	TRY(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+hello:
 	if (atexit(at_exit) != 0)
 		return 1;
 	atomic_store(&g_active, 1);
 	struct mkb_line l;
 	mkb_line_start(&l, "hello");
-	mkb_line_u64(&l, "v", 1);
+	mkb_line_u64(&l, "v", 2); /* 2: lines sealed, mkb_launch_stop */
 	mkb_line_i64(&l, "pid", (int64_t)getpid());
 	mkb_line_u64(&l, "cupti", version);
 	mkb_line_u64(&l, "cupti_header", CUPTI_API_VERSION);
 	mkb_line_str(&l, "library", g_self_path, PATH_CAP);
 	mkb_line_bool(&l, "demangler", p_cxa_demangle != NULL);
 	mkb_line_bool(&l, "func_get_module", p_cuFuncGetModule != NULL);
+	mkb_line_bool(&l, "dry", g_dry);
 	emit(&l);
 	return 0;
 }
@@ -881,7 +1001,12 @@ EXPORT int InitializeInjection(void)
 		}
 		return 1;
 	}
+	read_tag();
+	const char *dry = getenv("MKB_LAUNCH_DRY");
+	g_dry = dry && !strcmp(dry, "1");
 	if (start() != 0)
 		atomic_store(&g_active, 0);
+	else
+		start_commands();
 	return 1;
 }

@@ -11,7 +11,13 @@
  *     mkb_launch_begin(n)   before the call's first launch   (n > 0)
  *     ... solve, then a device-wide synchronisation ...
  *     mkb_launch_end(n)     delivers the call's kernel records, then "end"
- * Launches outside a begin/end pair are recorded with call 0 (the harness). */
+ * Every line carries "seq" (0, 1, 2, ... in the order written) and "tag"
+ * (read once from the descriptor at start-up: the checker's secret).
+ * Launches outside a begin/end pair are recorded with call 0 (the harness).
+ * On a socket, the checker sends the same markers as commands ("begin <n>",
+ * "end <n>", one datagram each), read by the library's own thread: the
+ * judge's way, which the candidate's code cannot imitate; marker lines say
+ * "via": "checker" or "api". */
 #ifndef MKB_LAUNCHLOG_H
 #define MKB_LAUNCHLOG_H
 

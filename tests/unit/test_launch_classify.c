@@ -197,6 +197,41 @@ static void test_jsonl_bounded(void)
 	json_decref(j);
 }
 
+static void test_jsonl_sealed(void)
+{
+	/* the seal fits even on a line that is full */
+	static char huge[3 * MKB_LINE_MAX];
+	memset(huge, 'x', sizeof(huge) - 1);
+	huge[sizeof(huge) - 1] = '\0';
+	const char tag[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+	struct mkb_line l;
+	mkb_line_start(&l, "kernel");
+	mkb_line_str(&l, "name", huge, sizeof(huge));
+	mkb_line_str(&l, "demangled", huge, sizeof(huge));
+	mkb_line_seal(&l, 9223372036854775807ULL, tag); /* jansson's largest */
+	mkb_line_end(&l);
+	CHECK(l.full);
+	json_t *j = parsed(&l);
+	CHECK_STR(json_string_value(json_object_get(j, "tag")), tag);
+	CHECK(json_is_integer(json_object_get(j, "seq")));
+	json_decref(j);
+
+	/* a tag that is not lower-case hex is cut where it stops being hex */
+	mkb_line_start(&l, "begin");
+	mkb_line_seal(&l, 3, "ab\"}x");
+	mkb_line_end(&l);
+	j = parsed(&l);
+	CHECK_STR(json_string_value(json_object_get(j, "tag")), "ab");
+	CHECK(json_integer_value(json_object_get(j, "seq")) == 3);
+	json_decref(j);
+	mkb_line_start(&l, "begin");
+	mkb_line_seal(&l, 0, NULL);
+	mkb_line_end(&l);
+	j = parsed(&l);
+	CHECK_STR(json_string_value(json_object_get(j, "tag")), "");
+	json_decref(j);
+}
+
 const struct unit_test launch_tests[] = {
 	{"launch: DSL kernels by their loader", test_dsl_kernels},
 	{"launch: torch's own and vendored kernels", test_torch_kernels},
@@ -204,5 +239,6 @@ const struct unit_test launch_tests[] = {
 	{"launch: Triton, cuda-python, ctypes, unknown", test_other_jit},
 	{"launch: JSON lines escape and parse", test_jsonl_lines},
 	{"launch: JSON lines stay bounded", test_jsonl_bounded},
+	{"launch: JSON lines are sealed, even when full", test_jsonl_sealed},
 };
 const size_t launch_ntests = sizeof(launch_tests) / sizeof(launch_tests[0]);
