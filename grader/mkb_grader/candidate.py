@@ -21,6 +21,8 @@ Messages from the checker, one reply each:
                                                       the checker's calibration)
   {"op": "gc", "freeze": true}                         no garbage collection until
                                                       the next import
+  {"op": "launch", "dry": bool} + 2 fds                (before import) the launch
+                                                      recorder for cuInit: {"installed"}
 Replies: {"ok": true, ...} or {"error": text, "cuda": bool, "where": stage}.
 Before the first request it announces {"ok": true, "ready": true} once torch
 is imported, so start-up is not charged to the kernel's time."""
@@ -103,6 +105,37 @@ class Runner:
         gc.freeze()
         gc.disable()
         return {"ok": True, "gc": "frozen"}
+
+    def op_launch(self, msg, fds):
+        """Install the launch recorder (docs/launch-attribution.md) for the
+        cuInit in the import: fds are the far end of the checker's launch
+        socket and a sealed copy of build/libmkb_launch.so. CUDA's driver
+        loads the library named by CUDA_INJECTION64_PATH and it writes to
+        MKB_LAUNCH_FD; nothing of it passes through this process's Python
+        afterwards. With dry (tests on a machine without a GPU, where no
+        cuInit comes) the library is started here instead, without CUPTI."""
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            return {"error": "launch message without its two descriptors", "cuda": False}
+        channel, library = fds
+        if self.torch.cuda.is_initialized():  # a process reused across evaluations (local.py)
+            os.close(channel)
+            os.close(library)
+            return {"ok": True, "installed": False,
+                    "why": "CUDA was initialised in this process before the recorder could be installed"}
+        path = f"/proc/self/fd/{library}"
+        os.environ["MKB_LAUNCH_FD"] = str(channel)
+        os.environ["CUDA_INJECTION64_PATH"] = path
+        import ctypes
+        try:
+            lib = ctypes.CDLL(path)  # the driver's dlopen at cuInit then finds this copy
+            if msg.get("dry"):
+                os.environ["MKB_LAUNCH_DRY"] = "1"
+                lib.InitializeInjection()
+        except (OSError, AttributeError) as exc:
+            return {"ok": True, "installed": False, "why": f"cannot load the recorder: {exc}"[:300]}
+        return {"ok": True, "installed": True}
 
     def op_import(self, msg, fds):
         from .problem import load_module
@@ -219,7 +252,8 @@ class Runner:
     def serve(self):
         from .wire import PeerLost
         ops = {"arena": self.op_arena, "import": self.op_import,
-               "prepare": self.op_prepare, "go": self.op_go, "gc": self.op_gc}
+               "prepare": self.op_prepare, "go": self.op_go, "gc": self.op_gc,
+               "launch": self.op_launch}
         spin, keep = 0.0, False
         while True:
             try:

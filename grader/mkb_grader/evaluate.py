@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from . import arena, correctness, gpulock, gpustate, numerics, timing
+from . import arena, correctness, gpulock, gpustate, launches, numerics, timing
 from .problem import Problem
 from .protocol import describe_exception
 from .wire import PeerLost, PeerTimeout, ProtocolError
@@ -139,6 +139,12 @@ class Evaluation:
         self.transfer = {}  # timing.transfer: set with each pair of arenas
         self.ref_err = []  # per float output: the reference's own error, max over draws
         self.lock = gpulock.GpuLock(request.get("gpu_lock")) if self.device == "cuda" else None
+        # Launch attribution (launches.py, docs/launch-attribution.md): the
+        # run-time DSL rules; enforce (default), record or off. On the CPU
+        # nothing is recorded (MKB_LAUNCH_DRY=1 there tests the channel).
+        self.attribution = launches.Attribution(
+            request.get("launches", "enforce"), self.device, request.get("dsl"),
+            dry=os.environ.get("MKB_LAUNCH_DRY") == "1")
         self.result = {
             "problem": request.get("problem"), "dsl": request.get("dsl"),
             "workload": request.get("workload", "visible"), "device": self.device,
@@ -252,6 +258,7 @@ class Evaluation:
             # the copies into a device arena are asynchronous: done before
             # the candidate reads them
             torch.cuda.synchronize()
+        self.launch_step(self.attribution.begin)  # the prepare's launches belong to the call
         self.ask({"op": "prepare", "inputs": desc, "spin": SPIN_S, "warm": WARM, "keep": KEEP})
 
     def _grow(self, in_size=None, out_size=None):
@@ -333,11 +340,27 @@ class Evaluation:
         except Exception as exc:  # whatever the candidate described, it is its failure
             raise Outcome("failed", f"{self.stage}: the output could not be read back: "
                                     f"{describe_exception(exc)}") from exc
+        self.launch_step(self.attribution.end)  # the call's kernels, against the DSL rules
         ms = reply.get("ms")
         ms = float(ms) if isinstance(ms, (int, float)) and ms == ms else None
         cpu = reply.get("cpu_ms")
         cpu = float(cpu) if isinstance(cpu, (int, float)) and cpu == cpu else None
         return actual, ms, wall_ms, (views, kept), cpu
+
+    def launch_step(self, step, *args):
+        """One step of launch attribution; its findings as verdicts
+        (launches.py: raised only when enforcing)."""
+        try:
+            step(*args)
+        except launches.RuleBroken as exc:
+            raise Outcome("rejected", f"breaks a DSL rule at run time: {exc} "
+                                      f"(stage '{self.stage}', call {self.attribution.calls})") from exc
+        except launches.Tampered as exc:
+            raise Outcome("rejected", f"the launch records were tampered with: {exc} "
+                                      f"(stage '{self.stage}', call {self.attribution.calls})") from exc
+        except launches.Incomplete as exc:
+            raise Outcome("infra_error", f"launch attribution: {exc} (stage '{self.stage}', "
+                                         f"call {self.attribution.calls})") from exc
 
     def export_cost(self, expected, costs):
         """Time the checker's own export of an output like expected (the part
@@ -393,6 +416,8 @@ class Evaluation:
             if self.lock and self.lock.others():
                 self.result["reason"] += " (other evaluations were using the GPU: redo it alone)"
         finally:
+            self.attribution.close()
+            self.result.update(self.attribution.report())
             if self.lock:
                 self.lock.release()
                 self.result["wait_ms"] = round(self.lock.waited_ms, 3)
@@ -424,6 +449,7 @@ class Evaluation:
         if self.pin_cpus:
             self._pin()
         self.enter("import", gpu=self.result["gpu"])
+        self.launch_step(self.attribution.install, self.ask)  # before cuInit, in the import
         reply = self.ask({"op": "import", "kernel": self.req["kernel"], "device": self.device,
                           **({"cpu": self.cpu} if self.cpu is not None else {})})
         if self.cpu is not None:
@@ -432,6 +458,7 @@ class Evaluation:
             if reply.get("cpu") != [self.cpu]:
                 self.noise["pin"]["candidate_error"] = str(reply.get("cpu_error", reply.get("cpu")))[:200]
         self.result["imported"] = True
+        self.launch_step(self.attribution.started)
 
         for k in range(self.draws):
             self.enter("correctness", draw=k + 1)
