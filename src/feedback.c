@@ -26,6 +26,46 @@ static void ms_line(struct buf *b, const char *label, double ms, json_t *ci)
 	buf_adds(b, "\n");
 }
 
+/* The run-time DSL rules (docs/launch-attribution.md) in one or two lines:
+ * whether they were checked, the DSL's share of device time, the kernels of
+ * a call by class. Nothing when the grader said nothing (the CPU test mode
+ * has its own note). */
+static void launches_lines(struct buf *b, json_t *result)
+{
+	json_t *l = json_object_get(result, "launches");
+	if (!json_is_object(l))
+		return;
+	const char *why = json_string_value(json_object_get(l, "why"));
+	int checked = json_is_true(json_object_get(result, "dsl_checked"));
+	if (why && !strcmp(why, "CPU test mode"))
+		return;
+	if (!checked) {
+		buf_printf(b, "DSL rules at run time: not checked (%s)\n", why ? why : "records incomplete");
+		return;
+	}
+	json_t *share = json_object_get(result, "dsl_share");
+	buf_printf(b, "DSL rules at run time: checked (%s); DSL share of device time: ",
+		   json_string_value(json_object_get(l, "mode")) ? json_string_value(json_object_get(l, "mode")) : "?");
+	if (json_is_number(share))
+		buf_printf(b, "%.1f%%\n", 100.0 * json_number_value(share));
+	else
+		buf_adds(b, "n/a\n");
+	json_t *kernels = json_object_get(l, "kernels");
+	const char *cls;
+	json_t *k;
+	int first = 1;
+	json_object_foreach(kernels, cls, k) {
+		json_t *names = json_object_get(k, "names");
+		const char *name = json_string_value(json_object_get(json_array_get(names, 0), "name"));
+		buf_printf(b, "%s%s %.2f/call %.4f ms/call (e.g. %s)", first ? "Kernels per call: " : "; ", cls,
+			   json_number_value(json_object_get(k, "per_call")),
+			   json_number_value(json_object_get(k, "ms_per_call")), name ? name : "?");
+		first = 0;
+	}
+	if (!first)
+		buf_adds(b, "\n");
+}
+
 char *feedback_format(const struct verdict *v, const struct submission_ctx *sub,
 		      const char *device)
 {
@@ -70,6 +110,7 @@ char *feedback_format(const struct verdict *v, const struct submission_ctx *sub,
 			buf_adds(&b, "Speedup: not measured\n");
 		buf_printf(&b, "Passed: %s\n", yes_no(v->passed));
 	}
+	launches_lines(&b, v->result);
 	if (v->status == VERDICT_CRASHED || v->status == VERDICT_HUNG) {
 		buf_printf(&b, "Stage: %s\n", v->stage);
 		size_t n = strlen(v->output_tail);

@@ -250,6 +250,9 @@ static json_t *build_request(const struct judge_opts *o, const struct problem *p
 	}
 	if (o->seed)
 		json_object_set_new(req, "seed", json_integer(strtoll(o->seed, NULL, 10)));
+	const char *launches = o->launches ? o->launches
+			       : o->rules && !strcmp(o->rules, "paper") ? "record" : "enforce";
+	json_object_set_new(req, "launches", json_string(launches));
 	return req;
 }
 

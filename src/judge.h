@@ -69,6 +69,9 @@ struct judge_opts {
 	const char *rules;       /* "enforce" (default): the DSL rules' static checks
 				    reject a kernel; "paper": stated, not enforced,
 				    as the published benchmark */
+	const char *launches;    /* run-time DSL rules (launch attribution, GPU
+				    only): "enforce", "record" or "off"; NULL:
+				    enforce, or record with rules "paper" */
 };
 
 void judge_opts_init(struct judge_opts *o);

@@ -74,6 +74,11 @@ int judge_flag(int c, const char *arg, struct judge_opts *o)
 			return error("--rules is enforce or paper, not '%s'", arg);
 		o->rules = arg;
 		return 1;
+	case JUDGE_OPT_LAUNCHES:
+		if (strcmp(arg, "enforce") && strcmp(arg, "record") && strcmp(arg, "off"))
+			return error("--launches is enforce, record or off, not '%s'", arg);
+		o->launches = arg;
+		return 1;
 	case JUDGE_OPT_MAX_BYTES:
 		if (parse_long(arg, 1, 1L << 30, &o->max_kernel_bytes) < 0)
 			return error("--max-kernel-bytes wants a positive integer, not '%s'", arg);

@@ -11,7 +11,7 @@
 enum {
 	JUDGE_OPT_DEVICE = 512, JUDGE_OPT_GPU, JUDGE_OPT_TIMEOUT, JUDGE_OPT_PYTHON, JUDGE_OPT_DRAWS,
 	JUDGE_OPT_WARMUP, JUDGE_OPT_TIMED, JUDGE_OPT_RECHECKS, JUDGE_OPT_SEED, JUDGE_OPT_MAX_BYTES,
-	JUDGE_OPT_RULES, JUDGE_OPT_UNTIL_CI, JUDGE_OPT_MAX_TIMED, JUDGE_OPT_SLOTS, JUDGE_OPT_GPUS,
+	JUDGE_OPT_RULES, JUDGE_OPT_LAUNCHES, JUDGE_OPT_UNTIL_CI, JUDGE_OPT_MAX_TIMED, JUDGE_OPT_SLOTS, JUDGE_OPT_GPUS,
 	JUDGE_OPT_PIN_CPUS, JUDGE_OPT_WARMUP_UNTIL, JUDGE_OPT_GC_FREEZE,
 };
 
@@ -28,6 +28,7 @@ enum {
 	{"seed", required_argument, NULL, JUDGE_OPT_SEED},                           \
 	{"max-kernel-bytes", required_argument, NULL, JUDGE_OPT_MAX_BYTES},                \
 	{"rules", required_argument, NULL, JUDGE_OPT_RULES},                        \
+	{"launches", required_argument, NULL, JUDGE_OPT_LAUNCHES},                  \
 	{"until-ci", required_argument, NULL, JUDGE_OPT_UNTIL_CI},                  \
 	{"max-timed", required_argument, NULL, JUDGE_OPT_MAX_TIMED},                \
 	{"slots", required_argument, NULL, JUDGE_OPT_SLOTS},                        \
@@ -50,6 +51,9 @@ enum {
 	"  --max-kernel-bytes N  size limit of the kernel file (300000)\n"                 \
 	"  --rules enforce|paper DSL rules checked in the source before it runs (enforce),\n" \
 	"                        or stated only, as the published benchmark (paper)\n"       \
+	"  --launches MODE       run-time DSL rules from the kernels each call launched (GPU\n" \
+	"                        only): enforce (default), record (reported, not enforced;\n" \
+	"                        the default with --rules paper) or off (recorder not loaded)\n" \
 	"  --until-ci F          more timed calls, 10 at a time, while the kernel median's\n" \
 	"                        95% interval is wider than +-F of it (e.g. 0.01; off)\n"    \
 	"  --max-timed N         at most this many timed calls with --until-ci (200)\n"      \

@@ -591,6 +591,7 @@ class Attribution:
             out["kernels"] = self.summary.as_dict()
             if self.dry:
                 out["dry"] = True
+                out.setdefault("why", "dry run (MKB_LAUNCH_DRY=1): the channel only, nothing recorded")
             if self.finding:
                 out["finding"] = self.finding[:400]
             if log.outside:

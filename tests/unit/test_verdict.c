@@ -67,6 +67,30 @@ static void test_feedback_failed(void)
 	verdict_release(&v);
 }
 
+static void test_feedback_launches(void)
+{
+	struct verdict v;
+	verdict_init(&v);
+	from_json(&v, "{\"status\": \"passed\", \"passed\": true, \"imported\": true, \"correct\": true,"
+		      " \"gpu\": \"NVIDIA H200\", \"dsl_checked\": true, \"dsl_share\": 0.9123,"
+		      " \"launches\": {\"mode\": \"enforce\", \"calls\": 65, \"kernels\": {"
+		      "\"dsl_cutedsl\": {\"per_call\": 1, \"ms_per_call\": 0.081, \"names\": [{\"name\": \"kernel_cutlass_x\"}]},"
+		      "\"torch_native\": {\"per_call\": 2, \"ms_per_call\": 0.0078, \"names\": [{\"name\": \"at::native::fill\"}]}}}}");
+	char *t = feedback_format(&v, NULL, "cuda");
+	CHECK(strstr(t, "DSL rules at run time: checked (enforce); DSL share of device time: 91.2%\n") != NULL);
+	CHECK(strstr(t, "Kernels per call: dsl_cutedsl 1.00/call 0.0810 ms/call (e.g. kernel_cutlass_x); "
+			"torch_native 2.00/call 0.0078 ms/call (e.g. at::native::fill)\n") != NULL);
+	free(t);
+	verdict_release(&v);
+	verdict_init(&v);
+	from_json(&v, "{\"status\": \"rejected\", \"reason\": \"breaks a DSL rule at run time: x\", \"gpu\": \"g\","
+		      " \"launches\": {\"mode\": \"enforce\", \"why\": \"off (--launches off)\"}}");
+	t = feedback_format(&v, NULL, "cuda");
+	CHECK(strstr(t, "DSL rules at run time: not checked (off (--launches off))\n") != NULL);
+	free(t);
+	verdict_release(&v);
+}
+
 static void test_feedback_bounded(void)
 {
 	struct verdict v;
@@ -109,6 +133,7 @@ const struct unit_test verdict_tests[] = {
 	{"grader results are parsed and inconsistent ones distrusted", test_result_parsing},
 	{"feedback text of a failed submission", test_feedback_failed},
 	{"feedback text is bounded", test_feedback_bounded},
+	{"feedback text shows the run-time DSL rules", test_feedback_launches},
 	{"--json carries the required fields", test_json_has_required_fields},
 };
 const size_t verdict_ntests = sizeof(verdict_tests) / sizeof(verdict_tests[0]);

@@ -1,0 +1,19 @@
+"""A token DSL kernel beside an eager computation: appended by
+tools/gpu_judge.sh to a copy of the shipped solution of the variant
+(solutions/28_fused_add_rmsnorm/<dsl>/kernel.py, whose solve it renames), it
+runs the real DSL kernel on copies and discards the result, and returns the
+eager one. Every launch rule is kept (a DSL kernel by origin, torch glue
+only), so it PASSES today: the known gap that the dependence check
+(docs/launch-attribution.md, "Dependence check") closes. On its own (the CPU)
+there is no _dsl_solve: eager only."""
+import torch
+
+_dsl_solve = globals().get("solve")
+
+
+def solve(hidden_states, residual, weight):
+    if _dsl_solve is not None:
+        _dsl_solve(hidden_states.clone(), residual.clone(), weight.clone())  # result discarded
+    x = hidden_states.float() + residual.float()
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()
+    return y.to(hidden_states.dtype)
