@@ -3,7 +3,10 @@
 # measured beside the judge it replaced, in one device call per step.
 #
 #   tools/gpu_judge.sh smoke        the new judge on a torch kernel and one DSL kernel
-#   tools/gpu_judge.sh adversarial  every tests/adversarial/ row on the GPU
+#   tools/gpu_judge.sh adversarial  every tests/adversarial/ row on the GPU (the DSL
+#                                   rules' rows with --launches enforce)
+#   tools/gpu_judge.sh launches     problem 28's shipped kernels with and without the
+#                                   launch recorder, alternating, twice (its cost)
 #   tools/gpu_judge.sh compare [P]  shipped solutions (problems P, default all 14):
 #                                   old judge, then new judge, same kernel, visible;
 #                                   new judge on held-out (NO_HELDOUT=1: not)
@@ -93,10 +96,31 @@ smoke)
 	row new "segv" crashed 28 cutedsl visible tests/kernels/28_segv.py
 	;;
 adversarial)
-	while IFS=$'\t' read -r kernel want _; do
+	# 4th column when[:dsl]: empty: trust-boundary rows, run-time DSL rules
+	# recorded only; gpu / dry: the DSL rules' rows, enforced
+	while IFS=$'\t' read -r kernel want _ when; do
 		case "$kernel" in '#'* | '') continue ;; esac
-		row new "$kernel" "$want" 28 cutedsl visible "tests/adversarial/$kernel" --timeout 120 --rules paper
+		dsl=cutedsl launches=record k="tests/adversarial/$kernel"
+		[ -n "$when" ] && launches=enforce
+		[ "${when#*:}" != "$when" ] && dsl=${when#*:}
+		if [ "$kernel" = rule_token_dsl.py ]; then # appended to the shipped solution
+			k="$OUT/token_$dsl/kernel.py"
+			mkdir -p "$(dirname "$k")"
+			cat "solutions/28_fused_add_rmsnorm/$dsl/kernel.py" "tests/adversarial/$kernel" >"$k"
+		fi
+		row new "$kernel ($dsl)" "$want" 28 "$dsl" visible "$k" --timeout 120 --rules paper --launches "$launches"
 	done <tests/adversarial/expected.tsv
+	;;
+launches)
+	# launch attribution's cost: problem 28's shipped kernels with the
+	# recorder and without it, alternating, twice (docs/launch-attribution.md)
+	for _ in 1 2; do
+		for dsl in cutedsl tirx; do
+			k="solutions/28_fused_add_rmsnorm/$dsl/kernel.py"
+			row new "28 $dsl launches=off" passed 28 "$dsl" visible "$k" --launches off
+			row new "28 $dsl launches=enforce" passed 28 "$dsl" visible "$k" --launches enforce
+		done
+	done
 	;;
 compare)
 	build_old || exit 1
