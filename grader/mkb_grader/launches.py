@@ -144,6 +144,7 @@ class Log:
         self.outside_names = {}
         self.started = False    # a begin has been seen
         self.losses = dict.fromkeys(LOSS_KEYS, 0)
+        self.late_new = []      # kernels of calls already ended, not yet judged
 
     def _tamper(self, why):
         if self.tampered is None:
@@ -252,7 +253,13 @@ class Log:
         call = self.calls.get(call_id)
         if call is None:
             return self._tamper(f"a kernel of call {call_id}, which the checker never began")
-        (call.late if call.end is not None else call.kernels).append(k)
+        if call.end is not None:
+            # launched inside the call (a background thread), finished after
+            # its end: judged at the next end
+            call.late.append(k)
+            self.late_new.append(k)
+        else:
+            call.kernels.append(k)
 
     # ---- questions the checker asks ----------------------------------------
 
@@ -279,12 +286,12 @@ class Log:
         return call
 
 
-def broken(call, dsl, outside=None):
+def broken(call, dsl, late=()):
     """The first rule one call's kernels break, as RuleBroken, or None.
-    outside: kernels of other classes than torch's own that ran between
-    calls since the first ({class: count}), the names in outside_names."""
+    late: kernels of earlier calls that finished after those calls ended
+    (held to the vendor and other-JIT rules here)."""
     own = DSL_CLASS.get(dsl)
-    for k in call.kernels + call.late:
+    for k in call.kernels + call.late + list(late):
         cls = k["class"]
         if cls == "vendor_library":
             return RuleBroken("vendor", f"{short_name(k)} ({k['rule']})")
@@ -573,7 +580,8 @@ class Attribution:
         self.summary.add(call)
         if self.dry:
             return  # nothing is recorded without CUPTI: no rule to apply
-        rule = broken(call, self.dsl)
+        late, self.channel.log.late_new = self.channel.log.late_new, []
+        rule = broken(call, self.dsl, late)
         if rule is not None:
             self._finding(rule)
 

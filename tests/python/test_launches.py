@@ -137,6 +137,14 @@ class LogTest(unittest.TestCase):
         self.assertEqual(dict(s.log.outside), {"vendor_library": 1})
         self.assertIsNone(s.log.tampered)
 
+    def test_a_late_vendor_kernel_is_judged_at_the_next_call(self):
+        s = Stream()
+        s.call(1, [CUTE])
+        s.line(dict(GEMM, t="kernel", call=1, ns=9))  # finished after call 1's end
+        call2 = s.call(2, [CUTE])
+        rule = launches.broken(call2, "cutedsl", s.log.late_new)
+        self.assertEqual(rule.rule, "vendor")
+
     def test_garbage_is_tampering(self):
         s = Stream()
         s.log.feed(b"{not json")
