@@ -89,6 +89,10 @@ solutions() { # NN list -> "NN_name dsl" lines
 	done
 }
 
+# the launch recorder (docs/launch-attribution.md): without it nothing is
+# attributed and every verdict says why (dsl_checked false)
+[ -f build/libmkb_launch.so ] || make -s build/libmkb_launch.so || log "no build/libmkb_launch.so: the run-time DSL rules are not checked"
+
 case "$step" in
 smoke)
 	row new "torch kernel" passed 28 cutedsl visible tests/kernels/28_torch_ok.py
