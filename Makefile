@@ -124,9 +124,10 @@ banned:
 check: all banned build/asan/mkb build/asan/mkb-submit build/asan/mkb-relay build/asan/unit build/python-stats
 	tests/run.sh
 
-# One real attempt against llama-cpp-python serving Gemma 3 270M on loopback
-# (tests/model/attempt_real.sh; tools/model_server.sh builds its venv once).
-# Slow, so not part of check.
+# Two real attempts (as published, and with --response-format json-object)
+# against llama-cpp-python serving a small instruct model from PyPI on
+# loopback (tests/model/attempt_real.sh; tools/model_server.sh builds its
+# venv once). Slow the first time (the llama.cpp build), so not part of check.
 check-model: all
 	tests/model/attempt_real.sh
 
