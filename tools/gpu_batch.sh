@@ -11,6 +11,9 @@
 #                                     kept busy until the call, MKB_JUDGE_KEEP=1; SPEC=1
 #                                     adds seccomp without SPEC_ALLOW)
 #   tools/gpu_batch.sh adversarial    every tests/adversarial/ kernel on problem 28
+#   tools/gpu_batch.sh launches       launch attribution (issue 12): tools/gpu_launch_check.sh,
+#                                     the recorder's cost in the judge, every adversarial
+#                                     row (the DSL rules' rows enforced)
 #   tools/gpu_batch.sh kernels [P]    shipped solutions of problems P (default the five
 #                                     rewritten in session 12), visible + held-out
 #   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P (N or
@@ -50,6 +53,16 @@ judge)
 	;;
 adversarial)
 	OUT=$work bounded tools/gpu_judge.sh adversarial 2>/dev/null | tail -25
+	;;
+launches)
+	# issue 12 on the GPU: the recorder end to end beside torch's own kernels
+	# (classes per workload, its overhead), then its cost inside the judge
+	# (28's shipped kernels, recorder off and enforced, alternating), then
+	# every exploit, the DSL rules' rows enforced
+	OUT=$work/check bounded tools/gpu_launch_check.sh >"$work/launch-check.md" 2>"$work/stderr-launch-check.txt"
+	tail -40 "$work/launch-check.md"
+	OUT=$work bounded tools/gpu_judge.sh launches 2>/dev/null | tail -14
+	OUT=$work bounded tools/gpu_judge.sh adversarial 2>/dev/null | tail -30
 	;;
 kernels)
 	OUT=$work bounded tools/gpu_judge.sh all "${2:-47,49,52,60,66}" 2>/dev/null | tail -40

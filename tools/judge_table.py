@@ -17,6 +17,16 @@ def ratio(a, b):
     return b / a if a and b else None
 
 
+def rules(r):
+    """The run-time DSL rules' column: checked and the DSL's share of device
+    time, or not checked (docs/launch-attribution.md)."""
+    if "dsl_checked" not in r:
+        return "-"
+    if not r["dsl_checked"]:
+        return "not checked"
+    return f"checked ({fmt(r.get('dsl_share'), 2)})"
+
+
 def main(argv):
     rows = [json.loads(line) for line in open(argv[1], encoding="utf-8") if line.strip()]
     if len(argv) > 2:
@@ -55,18 +65,20 @@ def main(argv):
                   f"(range {min(kr):.3f}-{max(kr):.3f}, {len(kr)} kernels); "
                   f"eager new/old: median {statistics.median(er):.3f} (range {min(er):.3f}-{max(er):.3f})")
     else:
-        print("| label | judge | expected | got | kernel ms | eager ms | speedup | timing | eval s | reason |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("| label | dsl | workload | judge | expected | got | kernel ms | eager ms | speedup | timing "
+              "| DSL rules (share) | eval s | reason |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             if r.get("label") == "throughput":
-                print(f"| throughput | {r['parallel']} at a time | | | | | | | {fmt(r['wall_s'], 1)} "
+                print(f"| throughput | | | {r['parallel']} at a time | | | | | | | | {fmt(r['wall_s'], 1)} "
                       f"| {r['evaluations']} evaluations: {3600 * r['evaluations'] / r['wall_s']:.0f} per GPU-hour |")
                 continue
             reason = str(r.get("reason", ""))[:100].replace("|", "/")
             src = (r.get("timing") or {}).get("source", "-")
-            print(f"| {r.get('label')} | {r.get('judge')} | {r.get('expect')} | {r.get('status')} "
+            print(f"| {r.get('label')} | {r.get('dsl', '-')} | {r.get('workload', '-')} | {r.get('judge')} "
+                  f"| {r.get('expect')} | {r.get('status')} "
                   f"| {fmt(r.get('kernel_ms'))} | {fmt(r.get('eager_ms'))} | {fmt(r.get('speedup'), 2)} "
-                  f"| {src} | {fmt(r.get('wall_s'), 1)} | {reason} |")
+                  f"| {src} | {rules(r)} | {fmt(r.get('wall_s'), 1)} | {reason} |")
     graded = [r for r in rows if r.get("expect")]
     ok = sum(r.get("status") == r.get("expect") for r in graded)
     print(f"\n{ok} of {len(graded)} evaluations got the expected status")
