@@ -184,7 +184,7 @@ all)
 	t0=$(date +%s.%N)
 	solutions "${2:-}" | while read -r n dsl; do
 		for wl in ${WORKLOADS:-visible heldout}; do echo "$n $dsl $wl"; done
-	done | xargs -P 4 -L 1 sh -c 'build/mkb eval "$(echo "$0" | cut -c1-2 | sed "s/^0//")" --dsl "$1" --workload "$2" --json $EVAL_FLAGS "solutions/$0/$1/kernel.py" | "$MKB_PYTHON" -c "import json, sys; o = json.load(sys.stdin); o.pop(\"versions\", None); o.update(judge=\"new\", label=\"$0\", expect=\"passed\"); print(json.dumps(o))" >>'"$rows"' 2>>'"$OUT/stderr-all.txt"
+	done | xargs -P "${PAR:-4}" -L 1 sh -c 'build/mkb eval "$(echo "$0" | cut -c1-2 | sed "s/^0//")" --dsl "$1" --workload "$2" --json $EVAL_FLAGS "solutions/$0/$1/kernel.py" | "$MKB_PYTHON" -c "import json, sys; o = json.load(sys.stdin); o.pop(\"versions\", None); o.update(judge=\"new\", label=\"$0\", expect=\"passed\"); print(json.dumps(o))" >>'"$rows"' 2>>'"$OUT/stderr-all.txt"
 	n=$(wc -l <"$rows")
 	wall=$("$MKB_PYTHON" -c "import time; print(round(time.time() - $t0, 2))")
 	echo "{\"label\": \"throughput\", \"parallel\": 4, \"evaluations\": $n, \"wall_s\": $wall}" >>"$rows"

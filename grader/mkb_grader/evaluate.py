@@ -183,8 +183,18 @@ class Evaluation:
                 expected = self.problem.reference(*correctness.clone_inputs(inputs))
                 ref_anchor = self.problem.reference(*correctness.to_anchor(inputs)) if anchor else None
         except Exception as exc:
-            raise Outcome("infra_error", f"reference failed: {describe_exception(exc)}") from exc
+            reason = f"reference failed: {describe_exception(exc)}"
+            if "out of memory" in reason.lower():
+                reason += self.shared_gpu_note()
+            raise Outcome("infra_error", reason) from exc
         return expected, ref_anchor
+
+    def shared_gpu_note(self):
+        """What an infrastructure failure's reason says when other
+        evaluations held GPU memory meanwhile (gpu_judge.sh redoes those)."""
+        if self.lock and self.lock.others():
+            return " (other evaluations were using the GPU: redo it alone)"
+        return ""
 
     def ask(self, msg, fds=()):
         """One request to the candidate; its reply, charged to its budget."""
@@ -413,8 +423,7 @@ class Evaluation:
             # memory while other evaluations share the GPU lands here too.
             self.result["status"] = "infra_error"
             self.result["reason"] = f"the checker failed during stage '{self.stage}': {describe_exception(exc)}"
-            if self.lock and self.lock.others():
-                self.result["reason"] += " (other evaluations were using the GPU: redo it alone)"
+            self.result["reason"] += self.shared_gpu_note()
         finally:
             self.attribution.close()
             self.result.update(self.attribution.report())
