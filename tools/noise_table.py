@@ -66,6 +66,8 @@ class Group:
         self.ci = median_or_none(cis)
         self.iqr = median_or_none(iqrs)
         self.cpu = median_or_none([(o.get("timing") or {}).get("solve_cpu_ms") for o in self.passed])
+        # the launch recorder's GPU time of the calls' kernels (no dispatch)
+        self.device = spread([(o.get("timing") or {}).get("device_ms") for o in self.passed])
         noise = [(o.get("timing") or {}).get("noise") or {} for o in self.passed]
         self.warmups = [(n.get("warmup") or {}).get("calls") for n in noise]
         self.unstable = sum(1 for n in noise if n.get("warmup") and not n["warmup"].get("stable"))
@@ -111,8 +113,9 @@ def side_by_side(evals, order):
           "in one device call:\n")
     print("| kernel | passed (default, reduced) | kernel medians, default (ms) | kernel medians, reduced (ms) "
           "| between evaluations | 95% CI (one evaluation) | calls IQR | eager between evaluations "
-          "| CPU in solve() (ms) | warm-up calls (reduced) | cores (checker, candidate) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| CPU in solve() (ms) | warm-up calls (reduced) | cores (checker, candidate) "
+          "| kernels' GPU time between evaluations |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for label in order:
         if (label, REDUCED) not in evals:
             continue
@@ -122,7 +125,8 @@ def side_by_side(evals, order):
         print(f"| {label} | {len(a.passed)} of {len(a.rows)}, {len(b.passed)} of {len(b.rows)} "
               f"| {a.medians()} | {b.medians()} | {arrow(a.between, b.between)} "
               f"| ±{pct(a.ci)} → ±{pct(b.ci)} | {arrow(a.iqr, b.iqr)} | {arrow(a.eager, b.eager)} "
-              f"| {arrow(a.cpu, b.cpu, lambda x: '-' if x is None else f'{x:.4f}')} | {warm} | {cores} |")
+              f"| {arrow(a.cpu, b.cpu, lambda x: '-' if x is None else f'{x:.4f}')} | {warm} | {cores} "
+              f"| {arrow(a.device, b.device)} |")
     print()
 
 

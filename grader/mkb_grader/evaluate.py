@@ -328,7 +328,8 @@ class Evaluation:
     def call(self, expected):
         """Run solve once on the prepared inputs. Returns (output snapshot on
         the checker's device, candidate-reported ms, wall ms, raw slots kept
-        to notice later writes, candidate-reported CPU ms inside solve()). Nothing of the checker's may touch the GPU
+        to notice later writes, candidate-reported CPU ms inside solve(), GPU
+        ms of the call's kernels from the launch recorder or None). Nothing of the checker's may touch the GPU
         between the candidate's prepare and its call: a switch between the
         two processes' CUDA contexts would land inside the candidate's timed
         window (measured on the H200: +0.11 ms on a 0.1 ms kernel)."""
@@ -350,18 +351,19 @@ class Evaluation:
         except Exception as exc:  # whatever the candidate described, it is its failure
             raise Outcome("failed", f"{self.stage}: the output could not be read back: "
                                     f"{describe_exception(exc)}") from exc
-        self.launch_step(self.attribution.end)  # the call's kernels, against the DSL rules
+        # the call's kernels, against the DSL rules; their GPU time
+        device_ms = self.launch_step(self.attribution.end)
         ms = reply.get("ms")
         ms = float(ms) if isinstance(ms, (int, float)) and ms == ms else None
         cpu = reply.get("cpu_ms")
         cpu = float(cpu) if isinstance(cpu, (int, float)) and cpu == cpu else None
-        return actual, ms, wall_ms, (views, kept), cpu
+        return actual, ms, wall_ms, (views, kept), cpu, device_ms
 
     def launch_step(self, step, *args):
-        """One step of launch attribution; its findings as verdicts
-        (launches.py: raised only when enforcing)."""
+        """One step of launch attribution (what it returns); its findings as
+        verdicts (launches.py: raised only when enforcing)."""
         try:
-            step(*args)
+            return step(*args)
         except launches.RuleBroken as exc:
             raise Outcome("rejected", f"breaks a DSL rule at run time: {exc} "
                                       f"(stage '{self.stage}', call {self.attribution.calls})") from exc
@@ -474,7 +476,7 @@ class Evaluation:
             _, inputs = self.draw("correctness")
             expected, anchor = self.reference_outputs(inputs)
             self.hand_over(inputs)
-            actual, _, _, raw, _ = self.call(expected)
+            actual, _, _, raw, _, _ = self.call(expected)
             label = f"draw {k + 1}/{self.draws}"
             rows = self.compare(actual, expected, anchor, label)
             self.still_written(raw, label)
@@ -558,7 +560,7 @@ class Evaluation:
                 expected = clock.time_call(self.problem.reference,
                                            correctness.clone_inputs(inputs))[0]
             self.hand_over(inputs)
-            _, ms, wall, _, _ = self.call(expected)
+            _, ms, wall, _, _, _ = self.call(expected)
             times.append(ms if ms is not None else wall)
             del inputs, expected
         if self.warmup_until:
@@ -573,7 +575,7 @@ class Evaluation:
         recheck = set(picker.sample(range(self.timed), min(self.rechecks, self.timed)))
         self.enter("timing")
         state_before = gpustate.snapshot(self.device)
-        calls = {"kernel": [], "wall": [], "trip": [], "eager": [], "export": [], "cpu": []}
+        calls = {"kernel": [], "wall": [], "trip": [], "eager": [], "export": [], "cpu": [], "device": []}
         i = 0
         while i < len(seeds):
             self._timed_call(i, seeds, i in recheck, clock, calls)
@@ -620,11 +622,12 @@ class Evaluation:
         calls["trip"].append(self._round_trip())
         self.hand_over(inputs)
         del inputs
-        actual, ms, wall, raw, cpu = self.call(expected)
+        actual, ms, wall, raw, cpu, device_ms = self.call(expected)
         calls["kernel"].append(ms if ms is not None else wall)
         calls["wall"].append(wall)
         if cpu is not None:
             calls["cpu"].append(cpu)
+        calls["device"].append(device_ms)
         label = f"timed call {i + 1}"
         if anchor_inputs is not None:
             self.enter("recheck", call=i + 1)
@@ -677,6 +680,12 @@ class Evaluation:
             # time inside the solve() call over the timed calls, the
             # dispatch part of the end-to-end figure on a GPU
             "solve_cpu_ms": timing.median(calls["cpu"]),
+            # (ours) median over the timed calls of the GPU time of each
+            # call's kernels, from the launch recorder's activity records
+            # (all classes; no gaps, no dispatch): the part of the figure the
+            # host does not move. None unless every timed call has one.
+            "device_ms": (timing.median(calls["device"])
+                          if calls["device"] and None not in calls["device"] else None),
         }
         kernel = events if confirmed else max(floor, 1e-6)
         self.result["kernel_ms"] = kernel

@@ -124,6 +124,12 @@ class Call:
             out[k["class"]] += k["ns"]
         return out
 
+    def device_ms(self):
+        """GPU time of the call's kernels (every class), summed from their
+        activity records; None when none was recorded. Not end to end: no
+        gaps between kernels, no host dispatch."""
+        return sum(k["ns"] for k in self.kernels) / 1e6 if self.kernels else None
+
 
 class Log:
     """The sealed line stream of one recorder. feed() takes one datagram;
@@ -567,9 +573,10 @@ class Attribution:
                                "(the recorder was silenced)"))
 
     def end(self):
-        """After the call's output was taken: its records, checked."""
+        """After the call's output was taken: its records, checked. Returns
+        the GPU time of the call's kernels (Call.device_ms), or None."""
         if not self.active:
-            return
+            return None
         n = self.calls
         if not self.channel.mark("end", n):
             return self._silent("end")
@@ -579,11 +586,12 @@ class Attribution:
             return self._finding(exc)
         self.summary.add(call)
         if self.dry:
-            return  # nothing is recorded without CUPTI: no rule to apply
+            return None  # nothing is recorded without CUPTI: no rule to apply
         late, self.channel.log.late_new = self.channel.log.late_new, []
         rule = broken(call, self.dsl, late)
         if rule is not None:
             self._finding(rule)
+        return call.device_ms()
 
     def dsl_checked(self):
         return bool(self.active and not self.dry and self.calls and self.complete)

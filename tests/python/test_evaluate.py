@@ -75,6 +75,7 @@ class ProcedureTest(unittest.TestCase):
         self.assertEqual(t["transfer"], {"kind": "host"})
         self.assertGreater(t["solve_cpu_ms"], 0)
         self.assertIsNone(t["gpu_state"])
+        self.assertIsNone(t["device_ms"])  # no launch recorder on the CPU
 
     def test_two_evaluations_draw_different_seeds(self):
         a, _ = run(KERNEL, timed=0)

@@ -62,6 +62,11 @@ class LogTest(unittest.TestCase):
         self.assertEqual(d["torch_native"]["per_call"], 2)
         self.assertEqual(d["torch_native"]["names"][0]["name"], "at::native::vectorized_elementwise_kernel")
 
+    def test_device_time_of_a_call(self):
+        s = Stream()
+        self.assertAlmostEqual(s.call(1, [FILL, CUTE, FILL], ns=2500).device_ms(), 0.0075)
+        self.assertIsNone(s.call(2, []).device_ms())
+
     def test_torch_only_breaks_the_dsl_rule(self):
         call = Stream().call(1, [FILL, FILL])
         rule = launches.broken(call, "cutedsl")

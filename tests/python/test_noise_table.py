@@ -21,8 +21,8 @@ def cells(out, start):
     return [c.strip() for c in row.strip().strip("|").split("|")]
 
 
-def ev(config, kernel_ms, ci=None, quartiles=None, cpu=None, noise=None, status="passed"):
-    timing = {"spread_ms": quartiles, "solve_cpu_ms": cpu}
+def ev(config, kernel_ms, ci=None, quartiles=None, cpu=None, noise=None, status="passed", device=None):
+    timing = {"spread_ms": quartiles, "solve_cpu_ms": cpu, "device_ms": device}
     if noise:
         timing["noise"] = noise
     return {"kind": "eval", "label": "36_rmsnorm/cutedsl", "config": config, "status": status,
@@ -37,11 +37,11 @@ def reduced(calls, stable=True):
 # The AB mode's rows: default and reduced evaluations interleaved (A B B A ...),
 # then the probe (default only: it runs without the judge).
 AB_ROWS = [
-    ev("default", 0.0900, [0.0880, 0.0920], [0.088, 0.0900, 0.092], 0.050),
+    ev("default", 0.0900, [0.0880, 0.0920], [0.088, 0.0900, 0.092], 0.050, device=0.0250),
     ev("reduced", 0.1000, [0.0990, 0.1010], [0.099, 0.1000, 0.101], 0.040, reduced(20)),
     ev("reduced", 0.1010, [0.1000, 0.1020], [0.100, 0.1010, 0.102], 0.042, reduced(100, stable=False)),
-    ev("default", 0.1300, [0.1274, 0.1326], [0.126, 0.1300, 0.133], 0.054),
-    ev("default", 0.1200, [0.1176, 0.1224], [0.114, 0.1200, 0.120], 0.052),
+    ev("default", 0.1300, [0.1274, 0.1326], [0.126, 0.1300, 0.133], 0.054, device=0.0255),
+    ev("default", 0.1200, [0.1176, 0.1224], [0.114, 0.1200, 0.120], 0.052, device=0.0252),
     ev("reduced", 0.1005, [0.0995, 0.1015], [0.0995, 0.1005, 0.1015], 0.041, reduced(30)),
     ev("default", None, status="failed"),
     {"kind": "probe", "label": "36_rmsnorm/cutedsl", "condition": "made", "block_medians_ms": [0.085, 0.086]},
@@ -87,6 +87,8 @@ class NoiseTableTest(unittest.TestCase):
         self.assertEqual(c[8], "0.0520 → 0.0410")
         self.assertEqual(c[9], "20-100 (1 not stable)")
         self.assertEqual(c[10], "2,1")
+        # the kernels' GPU time: (0.0255 - 0.025) / 0.0252 = 2.0%; none recorded when reduced
+        self.assertEqual(c[11], "2.0% → -")
         # the detailed table: one row per configuration, the probe's blocks on
         # the default row only
         d = cells(out, "| 36_rmsnorm/cutedsl | 3 of 4 |")
