@@ -575,6 +575,45 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 
 /* ---- activity records ---------------------------------------------------- */
 
+/* Activity buffers are kept for reuse. Every call's end flushes, which
+ * hands CUPTI's buffer back, so the next call's first launch asks for one
+ * inside its timed window: a fresh 1 MiB allocation there is an mmap and
+ * page faults each call (and a munmap, with its TLB shootdown across the
+ * process's threads, at each flush). Pooled buffers were touched once and
+ * stay resident. */
+static void *g_pool[MAX_BUFFERS];
+static int g_pool_n;
+static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *buffer_take(void)
+{
+	void *p = NULL;
+	if (pthread_mutex_lock(&g_pool_lock) == 0) {
+		if (g_pool_n > 0)
+			p = g_pool[--g_pool_n];
+		if (pthread_mutex_unlock(&g_pool_lock) != 0)
+			atomic_fetch_add(&g_table_full, 1);
+	}
+	if (!p && (p = aligned_alloc(8, BUF_BYTES)))
+		memset(p, 0, BUF_BYTES); /* its pages faulted in now, not under a launch */
+	return p;
+}
+
+static void buffer_give(void *p)
+{
+	if (!p)
+		return;
+	if (pthread_mutex_lock(&g_pool_lock) == 0) {
+		if (g_pool_n < MAX_BUFFERS) {
+			g_pool[g_pool_n++] = p;
+			p = NULL;
+		}
+		if (pthread_mutex_unlock(&g_pool_lock) != 0)
+			atomic_fetch_add(&g_table_full, 1);
+	}
+	free(p);
+}
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
 	*max_records = 0;
@@ -585,7 +624,7 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 		atomic_fetch_add(&g_refused, 1); /* CUPTI drops records, and counts them */
 		return;
 	}
-	void *p = aligned_alloc(8, BUF_BYTES);
+	void *p = buffer_take();
 	if (!p) {
 		atomic_fetch_sub(&g_buffers_out, 1);
 		atomic_fetch_add(&g_refused, 1);
@@ -692,9 +731,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 		atomic_fetch_add(&g_dropped, dropped);
 	else
 		emit_cupti_error("cuptiActivityGetNumDroppedRecords", r);
-	free(buffer);
 	if (buffer)
 		atomic_fetch_sub(&g_buffers_out, 1);
+	buffer_give(buffer);
 }
 
 /* ---- the markers of solve calls ------------------------------------------ */
@@ -965,6 +1004,10 @@ static int start(void)
 		TRY(cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]));
 	for (size_t i = 0; i < sizeof(runtime_cbids) / sizeof(runtime_cbids[0]); i++)
 		TRY(cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_cbids[i]));
+	/* two buffers ready before the first call (one in use, one after a flush) */
+	void *first = buffer_take(), *second = buffer_take();
+	buffer_give(first);
+	buffer_give(second);
 	TRY(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
 	TRY(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
 hello:
