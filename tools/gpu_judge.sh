@@ -24,7 +24,7 @@
 #                                   off; SPEC=1: seccomp without SPEC_ALLOW), interleaved, twice
 #   tools/gpu_judge.sh all [P]      every shipped solution, visible and held-out
 #                                   (WORKLOADS="heldout": one), new judge, 4 at a time
-#                                   (EVAL_FLAGS: more mkb eval flags)
+#                                   (PAR: another count; EVAL_FLAGS: more mkb eval flags)
 #
 # The old judge is the in-process one of commit 69b247a, whose src/ and
 # grader/ a developer unpacks into old/ (ignored; carried):
@@ -187,7 +187,7 @@ all)
 	done | xargs -P "${PAR:-4}" -L 1 sh -c 'build/mkb eval "$(echo "$0" | cut -c1-2 | sed "s/^0//")" --dsl "$1" --workload "$2" --json $EVAL_FLAGS "solutions/$0/$1/kernel.py" | "$MKB_PYTHON" -c "import json, sys; o = json.load(sys.stdin); o.pop(\"versions\", None); o.update(judge=\"new\", label=\"$0\", expect=\"passed\"); print(json.dumps(o))" >>'"$rows"' 2>>'"$OUT/stderr-all.txt"
 	n=$(wc -l <"$rows")
 	wall=$("$MKB_PYTHON" -c "import time; print(round(time.time() - $t0, 2))")
-	echo "{\"label\": \"throughput\", \"parallel\": 4, \"evaluations\": $n, \"wall_s\": $wall}" >>"$rows"
+	echo "{\"label\": \"throughput\", \"parallel\": ${PAR:-4}, \"evaluations\": $n, \"wall_s\": $wall}" >>"$rows"
 	# what ran out of GPU memory beside others is redone alone, as its verdict says
 	"$MKB_PYTHON" -c 'import json, sys
 for l in open(sys.argv[1]):

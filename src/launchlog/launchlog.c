@@ -579,8 +579,8 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
  * hands CUPTI's buffer back, so the next call's first launch asks for one
  * inside its timed window: a fresh 1 MiB allocation there is an mmap and
  * page faults each call (and a munmap, with its TLB shootdown across the
- * process's threads, at each flush). Pooled buffers were touched once and
- * stay resident. */
+ * process's threads, at each flush). Pooled buffers stay resident; the two
+ * start() makes are touched there, before any launch. */
 static void *g_pool[MAX_BUFFERS];
 static int g_pool_n;
 static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -594,9 +594,7 @@ static void *buffer_take(void)
 		if (pthread_mutex_unlock(&g_pool_lock) != 0)
 			atomic_fetch_add(&g_table_full, 1);
 	}
-	if (!p && (p = aligned_alloc(8, BUF_BYTES)))
-		memset(p, 0, BUF_BYTES); /* its pages faulted in now, not under a launch */
-	return p;
+	return p ? p : aligned_alloc(8, BUF_BYTES);
 }
 
 static void buffer_give(void *p)
@@ -1004,10 +1002,14 @@ static int start(void)
 		TRY(cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, driver_cbids[i]));
 	for (size_t i = 0; i < sizeof(runtime_cbids) / sizeof(runtime_cbids[0]); i++)
 		TRY(cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_cbids[i]));
-	/* two buffers ready before the first call (one in use, one after a flush) */
-	void *first = buffer_take(), *second = buffer_take();
-	buffer_give(first);
-	buffer_give(second);
+	/* two buffers ready before the first call (one in use, one after a
+	 * flush), their pages faulted in now rather than under a launch */
+	for (int i = 0; i < 2; i++) {
+		void *p = aligned_alloc(8, BUF_BYTES);
+		if (p)
+			memset(p, 0, BUF_BYTES);
+		buffer_give(p);
+	}
 	TRY(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
 	TRY(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
 hello:
