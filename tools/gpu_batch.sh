@@ -14,6 +14,10 @@
 #   tools/gpu_batch.sh launches       launch attribution (issue 12): tools/gpu_launch_check.sh,
 #                                     the recorder's cost in the judge, every adversarial
 #                                     row (the DSL rules' rows enforced)
+#   tools/gpu_batch.sh rules          the recorder's cost in the judge and the DSL rules'
+#                                     exploit rows (launches without the probe)
+#   tools/gpu_batch.sh catalog        tools/catalog_gpu.py's eager column (--inproc --timed 10)
+#                                     for CAT_PROBLEMS (default all) and CAT_WORKLOADS
 #   tools/gpu_batch.sh kernels [P]    shipped solutions of problems P (default the five
 #                                     rewritten in session 12), visible + held-out
 #   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P (N or
@@ -63,6 +67,21 @@ launches)
 	tail -40 "$work/launch-check.md"
 	OUT=$work bounded tools/gpu_judge.sh launches 2>/dev/null | tail -14
 	OUT=$work bounded tools/gpu_judge.sh adversarial 2>/dev/null | tail -30
+	;;
+rules)
+	# the recorder's cost in the judge and the DSL rules' exploit rows only
+	# (launches without the probe and the trust-boundary rows)
+	OUT=$work bounded tools/gpu_judge.sh launches 2>/dev/null | tail -14
+	ADV_WHEN=gpu OUT=$work bounded tools/gpu_judge.sh adversarial 2>/dev/null | tail -12
+	;;
+catalog)
+	# the catalog's eager column, every problem (or CAT_PROBLEMS), one process,
+	# nothing else running (results/h200-catalog.md's eager run)
+	bounded "$MKB_PYTHON" tools/catalog_gpu.py --out "$work/catalog" --inproc --timed 10 \
+		${CAT_PROBLEMS:+--problems "$CAT_PROBLEMS"} ${CAT_WORKLOADS:+--workloads "$CAT_WORKLOADS"} \
+		2>"$work/stderr-catalog.txt" | tail -20
+	cp "$work/catalog/catalog.jsonl" "$work/catalog.jsonl" 2>/dev/null
+	cp "$work/catalog/catalog.md" "$work/catalog.md" 2>/dev/null
 	;;
 kernels)
 	OUT=$work bounded tools/gpu_judge.sh all "${2:-47,49,52,60,66}" 2>/dev/null | tail -40

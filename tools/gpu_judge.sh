@@ -105,6 +105,8 @@ adversarial)
 	# recorded only; gpu / dry: the DSL rules' rows, enforced
 	while IFS=$'\t' read -r kernel want _ when; do
 		case "$kernel" in '#'* | '') continue ;; esac
+		# ADV_WHEN=gpu: only the rows of that 4th column (the DSL rules' rows)
+		[ -z "${ADV_WHEN:-}" ] || [ "${when%%:*}" = "$ADV_WHEN" ] || continue
 		dsl=cutedsl launches=record k="tests/adversarial/$kernel"
 		[ -n "$when" ] && launches=enforce
 		[ "${when#*:}" != "$when" ] && dsl=${when#*:}
