@@ -22,7 +22,8 @@
 #                                     rewritten in session 12), visible + held-out
 #   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P (N or
 #                                     N/dsl); AB=1: default and noise measures on,
-#                                     interleaved, side by side (about 150 s per kernel)
+#                                     interleaved, side by side (about 150 s per kernel);
+#                                     PAR=4: four kernels at once (noise_study.sh: which fit)
 #
 # Session 12 ran `judge` (then with adversarial inside) and `kernels`
 # (results/h200-judge-trusted.md).

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# tools/noise_study.sh, the noise study's script (issue 11), on the CPU
+# (smoke workload, torch kernels in place of the shipped DSL ones): kernels
+# studied side by side with PAR, each kernel's rows in a file of its own.
+. "$(dirname "$0")/../lib.sh"
+study() { # out par evals [P]
+	OUT=$TMP/$1 PAR=$2 SOLUTIONS=$TMP/sol MKB_PYTHON=$TOP/build/python \
+		EVAL_FLAGS="--device cpu --workload smoke" bash "$TOP/tools/noise_study.sh" "${4:-}" "$3"
+}
+mkdir -p "$TMP/sol/28_fused_add_rmsnorm/cutedsl" "$TMP/sol/28_fused_add_rmsnorm/tirx" "$TMP/sol/36_rmsnorm/cutedsl"
+cp "$TOP/tests/kernels/28_torch_ok.py" "$TMP/sol/28_fused_add_rmsnorm/cutedsl/kernel.py"
+cp "$TOP/tests/kernels/28_torch_ok.py" "$TMP/sol/28_fused_add_rmsnorm/tirx/kernel.py"
+cat >"$TMP/sol/36_rmsnorm/cutedsl/kernel.py" <<'PY'
+import torch
+
+
+def solve(hidden_states, weight):
+    x = hidden_states.float()
+    inv_rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)
+    return (x * inv_rms * weight.float()).to(hidden_states.dtype)
+PY
+
+expect 'PAR=2: every kernel of P evaluated EVALS times, rows kept apart per kernel, one table' '
+	study par 2 2 28,36 >out.txt 2>err.txt
+	python3 - <<PY
+import collections, json
+rows = [json.loads(l) for l in open("par/noise.jsonl")]
+assert all(r["kind"] == "eval" for r in rows), "no probe rows when PAR > 1 (BLOCKS 0)"
+got = collections.Counter(r["label"] for r in rows)
+assert got == {"28_fused_add_rmsnorm/cutedsl": 2, "28_fused_add_rmsnorm/tirx": 2, "36_rmsnorm/cutedsl": 2}, got
+bad = [(r["label"], r["status"], r.get("reason")) for r in rows if r["status"] != "passed"]
+assert not bad, bad
+assert sorted(r["round"] for r in rows) == [1, 1, 1, 2, 2, 2], rows
+import glob, os
+parts = sorted(glob.glob("par/parts/*.jsonl"))
+assert [os.path.basename(p) for p in parts] == ["28_fused_add_rmsnorm-cutedsl.jsonl",
+    "28_fused_add_rmsnorm-tirx.jsonl", "36_rmsnorm-cutedsl.jsonl"], parts
+for p in parts:  # a kernel file holds its own rows only
+    labels = {json.loads(l)["label"] for l in open(p)}
+    assert labels == {os.path.basename(p)[:-6].replace("-", "/")}, (p, labels)
+PY
+	grep -q "kernels at once: 2" par/machine.txt
+	[ "$(grep -c "| 2 of 2 |" par/noise.md)" = 3 ]
+	grep -q "^noise: 36_rmsnorm/cutedsl done" err.txt
+	! ls par/noise*.db 2>/dev/null
+'
+
+expect 'P picks kernels (N/dsl); PAR=1 studies them one after the other' '
+	study one 1 1 28/tirx >out.txt 2>err.txt
+	[ "$(wc -l <one/noise.jsonl)" = 1 ]
+	grep -q "28_fused_add_rmsnorm/tirx" one/noise.jsonl
+	grep -q "kernels at once: 1" one/machine.txt
+'
+
+expect 'PAR that is not a positive number is refused before anything runs' '
+	rc=0; study bad 0 1 28 >out.txt 2>err.txt || rc=$?
+	[ "$rc" = 2 ]
+	grep -q "PAR must be a positive number" err.txt
+	[ ! -e bad/noise.jsonl ]
+'
+finish
