@@ -51,7 +51,7 @@ build/asan/mkb: $(SRCS) $(HDRS) Makefile | $(DEBS_STAMP)
 	@mkdir -p build/asan
 	$(CC) $(CFLAGS_BASE) -O1 -g $(SAN) -o $@ $(SRCS) $(LDLIBS)
 
-build/mkb-submit build/asan/mkb-submit: $(SUBMIT_SRCS) src/submit.h src/util.h src/buf.h Makefile | $(DEBS_STAMP)
+build/mkb-submit build/asan/mkb-submit: $(SUBMIT_SRCS) src/submit.h src/util.h src/buf.h src/mkb_limits.h Makefile | $(DEBS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -Isrc -O2 -o $@ $(SUBMIT_SRCS) $(LDLIBS)
 

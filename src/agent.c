@@ -6,10 +6,8 @@
 #include <string.h>
 
 #include "agent_parse.h"
+#include "mkb_limits.h"
 #include "util.h"
-
-#define PROMPT_MAX (64u << 20)
-#define SCREEN_TAIL 1000 /* characters of the screen in a fallback hand-off */
 
 /* ---- the texts the model reads (ours; Terminus-2's structure) ---------- */
 
@@ -367,7 +365,7 @@ static char *screen_tail(struct loop *l)
 		return xstrdup("");
 	const char *s = buf_str(&screen);
 	size_t len = strlen(s);
-	char *tail = xstrdup(s + utf8_floor(s, len > SCREEN_TAIL ? len - SCREEN_TAIL : 0));
+	char *tail = xstrdup(s + utf8_floor(s, len > AGENT_SCREEN_TAIL ? len - AGENT_SCREEN_TAIL : 0));
 	buf_release(&screen);
 	return tail;
 }

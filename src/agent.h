@@ -14,11 +14,10 @@
 #include <jansson.h>
 
 #include "llm.h"
+#include "mkb_limits.h"
 #include "terminal.h"
 
 /* Terminus-2's constants (docs/agent.md). */
-#define AGENT_MAX_WAIT_S 60.0
-#define AGENT_OUTPUT_CAP 10000
 #define AGENT_SUMMARIZE_MARGIN 8000 /* tokens free before a hand-off summary */
 #define AGENT_UNWIND_MARGIN 4000    /* tokens freed after an overflow */
 #define AGENT_UNKNOWN_CONTEXT 1000000 /* context window assumed when none is given */

@@ -5,9 +5,8 @@
 #include <string.h>
 
 #include "buf.h"
+#include "mkb_limits.h"
 #include "util.h"
-
-#define TEMPLATE_MAX (64u << 10)
 
 int agent_cli_is(const char *spec)
 {
@@ -69,7 +68,7 @@ int agent_cli_load(struct agent_cli *c, const char *spec, const char *templates_
 	const char *name = spec + 4, *colon = strchr(name, ':');
 	c->name = colon ? xstrfmt("%.*s", (int)(colon - name), name) : xstrdup(name);
 	char *text = NULL;
-	if (read_file(path, TEMPLATE_MAX, &text, NULL) < 0) {
+	if (read_file(path, AGENT_CLI_TEMPLATE_MAX, &text, NULL) < 0) {
 		error("no agent template '%s' (%s)", c->name, path);
 		free(path);
 		agent_cli_release(c);

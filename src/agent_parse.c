@@ -8,9 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "mkb_limits.h"
 #include "util.h"
-
-#define WARNINGS_MAX (64u << 10)
 
 static void warn(struct agent_reply *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void warn(struct agent_reply *r, const char *fmt, ...)
@@ -52,7 +51,7 @@ void agent_reply_release(struct agent_reply *r)
 	free(r->error);
 	buf_release(&r->warnings);
 	memset(r, 0, sizeof(*r));
-	r->warnings = (struct buf)BUF_INIT(WARNINGS_MAX);
+	r->warnings = (struct buf)BUF_INIT(AGENT_WARNINGS_MAX);
 }
 
 /* The balanced object starting at the first '{' at or after from: its start
@@ -243,7 +242,7 @@ static int adopt(struct agent_reply *r, struct agent_reply *fixed, const char *w
 		agent_reply_release(fixed);
 		return 0;
 	}
-	struct buf w = BUF_INIT(WARNINGS_MAX);
+	struct buf w = BUF_INIT(AGENT_WARNINGS_MAX);
 	buf_printf(&w, "- AUTO-CORRECTED: %s - please fix this in future responses", what);
 	if (fixed->warnings.len) {
 		buf_adds(&w, "\n");

@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "grade.h"
 #include "llm_flags.h"
+#include "mkb_limits.h"
 #include "model_proxy.h"
 #include "paths.h"
 #include "proc.h"
@@ -28,10 +29,6 @@
 #include "terminal.h"
 #include "util.h"
 #include "workspace.h"
-
-#define SKILL_MAX_BYTES (1u << 20)
-#define EVAL_OUTPUT_MAX (8u << 20)
-#define JUDGE_GRACE_S 120.0 /* beyond the judge's own timeout, before its process is killed */
 
 void attempt_opts_init(struct attempt_opts *o)
 {
@@ -192,11 +189,11 @@ static json_t *grade_file(struct attempt *a, const char *kernel, const char *sub
 	struct child c = CHILD_INIT;
 	c.argv = argv;
 	c.new_group = 1;
-	struct buf out = BUF_INIT(EVAL_OUTPUT_MAX), err = BUF_INIT(4096);
+	struct buf out = BUF_INIT(ATTEMPT_EVAL_OUTPUT_MAX), err = BUF_INIT(4096);
 	int status = 0;
 	/* Queued behind other evaluations, mkb eval may wait for its turn
 	 * (each of those is bounded by its own timeout) before its own. */
-	double limit = j->timeout_s + JUDGE_GRACE_S + (j->slots > 0 ? JUDGE_QUEUE_WAIT_MAX_S : 0);
+	double limit = j->timeout_s + ATTEMPT_JUDGE_GRACE_S + (j->slots > 0 ? JUDGE_QUEUE_WAIT_MAX_S : 0);
 	int rc = child_run(&c, limit, &out, &err, &status);
 	json_t *v = rc == 0 ? json_loads(buf_str(&out), 0, NULL) : NULL;
 	if (!json_is_object(v)) {
@@ -456,8 +453,8 @@ static char *instruction(struct attempt *a)
 	}
 	if (a->o->skill_path) {
 		char *skill = NULL;
-		if (read_file(a->o->skill_path, SKILL_MAX_BYTES, &skill, NULL) < 0) {
-			error("cannot read the skill '%s' (at most %u bytes)", a->o->skill_path, SKILL_MAX_BYTES);
+		if (read_file(a->o->skill_path, ATTEMPT_SKILL_MAX_BYTES, &skill, NULL) < 0) {
+			error("cannot read the skill '%s' (at most %u bytes)", a->o->skill_path, ATTEMPT_SKILL_MAX_BYTES);
 			free(text);
 			free(path);
 			return NULL;
@@ -831,7 +828,7 @@ int attempt_run(const struct attempt_opts *o, struct attempt_result *res)
 	json_decref(opts);
 	char skill_hash[65] = "";
 	char *skill = NULL;
-	if (o->skill_path && read_file(o->skill_path, SKILL_MAX_BYTES, &skill, NULL) == 0) {
+	if (o->skill_path && read_file(o->skill_path, ATTEMPT_SKILL_MAX_BYTES, &skill, NULL) == 0) {
 		const char *body = attempt_skill_body(skill);
 		sha256_hex(body, strlen(body), skill_hash);
 	}
@@ -888,7 +885,7 @@ int attempt_run(const struct attempt_opts *o, struct attempt_result *res)
 	submit_close(&a.server);
 	make_dirs(a.final, 0755);
 	char *kernel = keep(&a, "kernel.py", (size_t)a.judge.max_kernel_bytes);
-	char *skill_out = keep(&a, "SKILL.md", SKILL_MAX_BYTES);
+	char *skill_out = keep(&a, "SKILL.md", ATTEMPT_SKILL_MAX_BYTES);
 	char *why = NULL;
 	json_t *final = NULL;
 	if (!proc_interrupted()) {

@@ -19,15 +19,7 @@
 #include "dsl.h"
 #include "judge.h"
 #include "llm.h"
-
-#define ATTEMPT_WALL_S 2400.0
-#define ATTEMPT_SUBMISSIONS 10
-#define ATTEMPT_MEM_BYTES (8LL << 30)   /* sandbox: 8 GB of data */
-#define ATTEMPT_CPUS 2
-#define ATTEMPT_FILE_BYTES (1LL << 30)  /* largest file a command may write */
-#define ATTEMPT_PROCESSES 512
-#define ATTEMPT_TASKS 1024             /* processes and threads of the whole tree (pids cgroup) */
-#define ATTEMPT_OPEN_FILES 1024
+#include "mkb_limits.h"
 
 struct attempt_opts {
 	const char *root;

@@ -13,9 +13,8 @@
 #include "cmd.h"
 #include "llm.h"
 #include "llm_flags.h"
+#include "mkb_limits.h"
 #include "util.h"
-
-#define CHAT_MAX_MESSAGE (8u << 20) /* bytes of a message read from stdin */
 
 static const char chat_help[] =
 	"usage: mkb chat --model PROVIDER:MODEL [options] MESSAGE|-\n"

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mkb_limits.h"
+
 /* Recursive descent:
  *   sum     := product (('+' | '-') product)*
  *   product := power (('*' | '/') power)*
@@ -14,7 +16,6 @@
  *   unary   := '-' unary | atom
  *   atom    := number | name | '(' sum ')'
  */
-#define EXPR_MAX_DEPTH 64
 
 struct parser {
 	const char *p;

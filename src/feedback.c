@@ -3,9 +3,8 @@
 #include <string.h>
 
 #include "buf.h"
+#include "mkb_limits.h"
 #include "util.h"
-
-#define TAIL_LINES_MAX 4000 /* bytes of output tail shown on a crash or hang */
 
 static const char *yes_no(int b)
 {
@@ -114,7 +113,7 @@ char *feedback_format(const struct verdict *v, const struct submission_ctx *sub,
 	if (v->status == VERDICT_CRASHED || v->status == VERDICT_HUNG) {
 		buf_printf(&b, "Stage: %s\n", v->stage);
 		size_t n = strlen(v->output_tail);
-		const char *tail = v->output_tail + (n > TAIL_LINES_MAX ? n - TAIL_LINES_MAX : 0);
+		const char *tail = v->output_tail + (n > FEEDBACK_TAIL_MAX ? n - FEEDBACK_TAIL_MAX : 0);
 		buf_printf(&b, "Output tail:\n%s%s", tail, n && tail[strlen(tail) - 1] != '\n' ? "\n" : "");
 	}
 	char *s = buf_detach(&b);

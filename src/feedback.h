@@ -4,9 +4,8 @@
 
 #include <stddef.h>
 
+#include "mkb_limits.h"
 #include "verdict.h"
-
-#define FEEDBACK_MAX_CHARS 20000
 
 /* Where a submission stands in its attempt; NULL when graded on its own. */
 struct submission_ctx {

@@ -6,10 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mkb_limits.h"
 #include "sha256.h"
 #include "util.h"
-
-#define FINGERPRINT_FILE_MAX (64u << 20)
 
 static int add_file(struct sha256 *c, const char *dir, const char *name)
 {

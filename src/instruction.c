@@ -6,10 +6,9 @@
 
 #include "buf.h"
 #include "judge.h"
+#include "mkb_limits.h"
 #include "template.h"
 #include "util.h"
-
-#define TEMPLATE_MAX (1u << 20)
 
 /* "tokens=14509, hidden=4096" from a workload object; caller frees. */
 static char *workload_text(json_t *wl)
@@ -30,7 +29,7 @@ char *instruction_render(const char *root, const char *name, const struct proble
 {
 	char *path = xstrfmt("%s/templates/%s", root, name);
 	char *text = NULL;
-	if (read_file(path, TEMPLATE_MAX, &text, NULL) < 0) {
+	if (read_file(path, INSTRUCTION_TEMPLATE_MAX, &text, NULL) < 0) {
 		error("cannot read '%s': %s", path, strerror(errno));
 		free(path);
 		return NULL;
@@ -40,8 +39,8 @@ char *instruction_render(const char *root, const char *name, const struct proble
 	char *docs = xstrfmt("docs/%s/", d->id);
 	char *number = xstrfmt("%02d", p->number);
 	char *maxbytes = xstrfmt("%d", JUDGE_MAX_KERNEL_BYTES);
-	char *minutes = xstrfmt("%d", AGENT_WALL_MINUTES);
-	char *subs = xstrfmt("%d", AGENT_SUBMISSIONS);
+	char *minutes = xstrfmt("%d", (int)(ATTEMPT_WALL_S / 60));
+	char *subs = xstrfmt("%d", ATTEMPT_SUBMISSIONS);
 	const struct template_var vars[] = {
 		{"number", number}, {"name", p->name}, {"family", p->family},
 		{"description", p->description}, {"dsl_name", d->name}, {"dsl", d->id},

@@ -7,8 +7,6 @@
 #include "catalog.h"
 #include "dsl.h"
 
-#define AGENT_WALL_MINUTES 40
-#define AGENT_SUBMISSIONS 10
 #define JUDGE_GPU "NVIDIA H200"
 
 /* Render templates/<name> for p in d. Returns a new string, or NULL (error

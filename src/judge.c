@@ -11,14 +11,12 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "mkb_limits.h"
 #include "paths.h"
 #include "proc.h"
 #include "sandbox.h"
 #include "util.h"
 
-#define PROTOCOL_LINE_MAX (4u << 20)  /* one JSON line from the grader */
-#define OUTPUT_TAIL_MAX (16u << 10)   /* stderr kept for the feedback */
-#define SYNTAX_TIMEOUT_S 60.0
 #define SYNTAX_MARKER "mkb-syntax: " /* what the grader prints before a syntax error */
 #define RULE_MARKER "mkb-rule: "     /* ... and before a broken DSL rule */
 
@@ -112,21 +110,21 @@ static int precheck(const struct judge_opts *o, const char *kernel_path, const c
 	c.argv = argv;
 	c.env = env.list;
 	c.new_group = 1;
-	struct buf out = BUF_INIT(OUTPUT_TAIL_MAX);
+	struct buf out = BUF_INIT(JUDGE_OUTPUT_TAIL_MAX);
 	int rc = -1;
 	if (child_start(&c) < 0) {
 		verdict_set(v, VERDICT_INFRA_ERROR, "cannot start the Python interpreter '%s'", o->python);
 		goto out;
 	}
 	child_feed(&c, "", 0);
-	int timed_out = child_pump(&c, now_ms() + SYNTAX_TIMEOUT_S * 1e3, collect, &out, &out, 0);
+	int timed_out = child_pump(&c, now_ms() + JUDGE_SYNTAX_TIMEOUT_S * 1e3, collect, &out, &out, 0);
 	if (timed_out)
 		child_kill(&c);
 	int status = 0;
 	child_finish(&c, &status);
 	utf8_sanitize(out.data ? out.data : (char[]){0});
 	if (timed_out)
-		verdict_set(v, VERDICT_INFRA_ERROR, "syntax check did not finish in %.0f s", SYNTAX_TIMEOUT_S);
+		verdict_set(v, VERDICT_INFRA_ERROR, "syntax check did not finish in %.0f s", JUDGE_SYNTAX_TIMEOUT_S);
 	else if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		rc = 0;
 	else if (WIFEXITED(status) && WEXITSTATUS(status) == 1 &&
@@ -462,9 +460,9 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 	const char *cand_argv[] = {o->python_real ? o->python_real : o->python, "-m",
 				   "mkb_grader.candidate", NULL};
 	struct child c = CHILD_INIT, cand = CHILD_INIT;
-	struct reader r = {BUF_INIT(PROTOCOL_LINE_MAX), v, NULL, 0};
+	struct reader r = {BUF_INIT(JUDGE_PROTOCOL_LINE_MAX), v, NULL, 0};
 	v->draws_total = o->draws;
-	struct buf tail = BUF_INIT(OUTPUT_TAIL_MAX);
+	struct buf tail = BUF_INIT(JUDGE_OUTPUT_TAIL_MAX);
 	double t0 = now_ms();
 
 	if (candidate_setup(&cs, o, kernel_abs) < 0) {

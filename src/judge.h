@@ -13,26 +13,13 @@
 
 #include "catalog.h"
 #include "judge_queue.h"
+#include "mkb_limits.h"
 #include "verdict.h"
 
 /* The request/result protocol with the grader (docs/judge.md, "Protocol"):
  * bumped whenever a field changes meaning; a grader of another version
  * answers infra_error instead of guessing. */
 #define JUDGE_PROTOCOL_VERSION 2
-#define JUDGE_MAX_KERNEL_BYTES 300000
-#define JUDGE_TIMEOUT_S 600.0
-/* The checker's own time (reference, anchor, baseline) on top of the
- * candidate's budget, before the judge gives up on the checker itself. */
-#define JUDGE_CHECKER_GRACE_S 300.0
-/* Output of checker and candidate together beyond which the evaluation stops. */
-#define JUDGE_OUTPUT_CAP (64LL << 20)
-/* The candidate process's limits (PROTOCOL.md gives none for the grader;
- * these bound what a hostile kernel can take from the machine). */
-#define CANDIDATE_MEM_BYTES (16LL << 30)      /* address space, CPU test mode */
-#define CANDIDATE_GPU_DATA_BYTES (64LL << 30) /* data segment, on a GPU machine */
-#define CANDIDATE_FILE_BYTES (1LL << 30)
-#define CANDIDATE_OPEN_FILES 4096
-#define CANDIDATE_PROCESSES 512
 
 struct judge_opts {
 	const char *root;        /* the repository: never visible to a candidate */

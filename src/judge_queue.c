@@ -10,10 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mkb_limits.h"
 #include "proc.h"
 #include "util.h"
-
-#define POLL_MS 20
 
 int judge_queue_take(const char *dir, int nslots, const int *gpus, int ngpus, int default_gpu,
 		     struct judge_slot *slot)
@@ -55,7 +54,7 @@ int judge_queue_take(const char *dir, int nslots, const int *gpus, int ngpus, in
 			break;
 		if (proc_interrupted())
 			break;
-		struct timespec ts = {0, POLL_MS * 1000000L};
+		struct timespec ts = {0, JUDGE_QUEUE_POLL_MS * 1000000L};
 		nanosleep(&ts, NULL);
 	}
 	for (int k = 0; k < nslots; k++)

@@ -12,11 +12,7 @@
 #ifndef MKB_JUDGE_QUEUE_H
 #define MKB_JUDGE_QUEUE_H
 
-#define JUDGE_QUEUE_MAX_SLOTS 256
-#define JUDGE_QUEUE_MAX_GPUS 64
-/* How long a caller waits for mkb eval beyond its own timeout when it may
- * be queued. */
-#define JUDGE_QUEUE_WAIT_MAX_S (24 * 3600.0)
+#include "mkb_limits.h"
 
 struct judge_slot {
 	int fd;           /* the held lock, or -1 */

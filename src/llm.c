@@ -12,10 +12,8 @@
 #include <time.h>
 
 #include "llm_provider.h"
+#include "mkb_limits.h"
 #include "util.h"
-
-#define LLM_MAX_MESSAGE 300   /* bytes of a provider's error message kept */
-#define LLM_MAX_PRICES (1u << 20)
 
 int llm_error_retryable(enum llm_error e)
 {

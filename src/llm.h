@@ -14,14 +14,8 @@
 #include <stddef.h>
 
 #include "http.h"
+#include "mkb_limits.h"
 
-/* Defaults: PROTOCOL.md "The attempt" for the retries, ours for the rest. */
-#define LLM_RETRIES 3
-#define LLM_RETRY_DELAY_S 30.0
-#define LLM_RETRY_AFTER_MAX_S 300.0  /* a server's Retry-After is honoured up to this */
-#define LLM_TIMEOUT_S 600.0          /* one request, reply included: long answers take minutes */
-#define LLM_CONNECT_TIMEOUT_S 30.0
-#define LLM_MAX_RESPONSE (16u << 20) /* bytes of one response body */
 #define LLM_ANTHROPIC_MAX_TOKENS 4096 /* Anthropic requires max_tokens; used when none is given */
 
 enum llm_provider { LLM_OPENAI, LLM_ANTHROPIC };

@@ -13,10 +13,9 @@
 
 #include "buf.h"
 #include "llm_provider.h"
+#include "mkb_limits.h"
 #include "util.h"
 
-#define HEAD_MAX (64u << 10)
-#define READ_WAIT_MS 30000  /* a connected client has this long to send its request */
 #define MAX_FORWARD 8       /* request headers passed on */
 
 /* Request headers passed upstream (the key's are replaced, the rest dropped). */
@@ -111,7 +110,7 @@ static int read_request(int fd, struct buf *in, size_t *head_len, size_t *body_l
 			const char **why)
 {
 	char chunk[16384];
-	double deadline = now_ms() + READ_WAIT_MS;
+	double deadline = now_ms() + MODEL_PROXY_READ_WAIT_MS;
 	*head_len = 0;
 	for (;;) {
 		if (!*head_len) {
@@ -150,7 +149,7 @@ static int read_request(int fd, struct buf *in, size_t *head_len, size_t *body_l
 					l = nl + 2;
 				}
 				(void)have;
-			} else if (in->len > HEAD_MAX) {
+			} else if (in->len > MODEL_PROXY_HEAD_MAX) {
 				*status = 431, *why = "request headers too large";
 				return -1;
 			}
@@ -248,7 +247,7 @@ int model_proxy_usage(enum llm_provider provider, const char *body, struct llm_u
 /* One connection: its request forwarded, the response handed back. */
 static void serve_one(struct model_proxy *p, int fd)
 {
-	struct buf in = BUF_INIT(HEAD_MAX + MODEL_PROXY_MAX_BODY);
+	struct buf in = BUF_INIT(MODEL_PROXY_HEAD_MAX + MODEL_PROXY_MAX_BODY);
 	size_t head_len = 0, body_len = 0;
 	long status = 0;
 	const char *why = NULL;

@@ -18,8 +18,7 @@
 
 #include "http.h"
 #include "llm.h"
-
-#define MODEL_PROXY_MAX_BODY (32u << 20)
+#include "mkb_limits.h"
 
 struct model_proxy {
 	int fd;                       /* listening Unix socket, non-blocking */

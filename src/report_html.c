@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mkb_limits.h"
 #include "report.h"
 #include "store.h"
 #include "util.h"
@@ -192,15 +193,13 @@ static int fig_standing(FILE *f, const json_t *pa)
 
 /* ---- (ours) a page per trial --------------------------------------------- */
 
-#define TEXT_SHOWN 8192 /* bytes of one text shown on a trial's page */
-
-/* text escaped in a <pre>, at most TEXT_SHOWN bytes of it (cut on a UTF-8
+/* text escaped in a <pre>, at most REPORT_TEXT_SHOWN bytes of it (cut on a UTF-8
  * boundary), saying how much is not shown. */
 static int put_pre(FILE *f, const char *text)
 {
 	size_t len = text ? strlen(text) : 0, shown = len;
-	if (shown > TEXT_SHOWN) {
-		shown = TEXT_SHOWN;
+	if (shown > REPORT_TEXT_SHOWN) {
+		shown = REPORT_TEXT_SHOWN;
 		while (shown > 0 && ((unsigned char)text[shown] & 0xC0) == 0x80)
 			shown--;
 	}

@@ -14,9 +14,8 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "mkb_limits.h"
 #include "util.h"
-
-#define REQUEST_WAIT_MS 2000 /* a connected client has this long to say "submit" */
 
 static int unix_address(const char *path, struct sockaddr_un *addr)
 {
@@ -56,7 +55,7 @@ int submit_accept(struct submit_server *s)
 		return -1;
 	char req[sizeof(SUBMIT_REQUEST)] = {0};
 	size_t got = 0;
-	double end = now_ms() + REQUEST_WAIT_MS;
+	double end = now_ms() + SUBMIT_REQUEST_WAIT_MS;
 	while (got < strlen(SUBMIT_REQUEST) && now_ms() < end) {
 		struct pollfd p = {fd, POLLIN, 0};
 		if (poll(&p, 1, 100) <= 0)

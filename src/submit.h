@@ -14,9 +14,10 @@
 
 #include <stddef.h>
 
+#include "mkb_limits.h"
+
 #define SUBMIT_ENV "MKB_SUBMIT_SOCKET"
 #define SUBMIT_REQUEST "submit\n"
-#define SUBMIT_MAX_REPLY (1u << 20)
 
 struct submit_server {
 	int fd;      /* listening, non-blocking */

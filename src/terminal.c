@@ -11,11 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mkb_limits.h"
 #include "util.h"
 
 #define SESSION "main"
-#define SERVER_START_S 10.0
-#define CLIENT_ERR_MAX 4096
 
 /* The server's configuration: nothing from the client's environment reaches
  * the shell (update-environment empty), no status line on the screen the
@@ -54,7 +53,7 @@ static int client(struct terminal *t, const char *const *args, size_t nargs, str
 	c.clean_env = 1;
 	c.new_group = 1;
 	c.sandbox = &sb;
-	struct buf err = BUF_INIT(CLIENT_ERR_MAX);
+	struct buf err = BUF_INIT(TERMINAL_CLIENT_ERR_MAX);
 	int status = 0;
 	int rc = child_run(&c, TERMINAL_CLIENT_TIMEOUT_S, out, &err, &status);
 	free(argv);
@@ -139,7 +138,7 @@ int terminal_start(struct terminal *t, const struct terminal_opts *o)
 	t->layers = t->server.layers;
 	t->running = 1;
 	struct stat st;
-	double end = now_ms() + SERVER_START_S * 1e3;
+	double end = now_ms() + TERMINAL_SERVER_START_S * 1e3;
 	while (stat(t->socket, &st) < 0) {
 		int status;
 		if (now_ms() > end || waitpid(t->server.pid, &status, WNOHANG) != 0) {

@@ -12,14 +12,12 @@
 #define MKB_TERMINAL_H
 
 #include "buf.h"
+#include "mkb_limits.h"
 #include "proc.h"
 #include "sandbox.h"
 
 #define TERMINAL_COLS 160
 #define TERMINAL_ROWS 40
-#define TERMINAL_HISTORY 10000 /* lines of scrollback */
-#define TERMINAL_CLIENT_TIMEOUT_S 20.0
-#define TERMINAL_MAX_CAPTURE (4u << 20)
 
 struct terminal_opts {
 	const struct sandbox *sandbox; /* applied to the server and every client */

@@ -23,10 +23,8 @@
 #define MKB_WORKER_H
 
 #include "llm_flags.h"
+#include "mkb_limits.h"
 #include "run.h"
-
-#define WORKER_LEASE_S 60.0
-#define WORKER_POLL_S 0.5 /* between claims while nothing is ready */
 
 struct worker_opts {
 	struct run_opts run;          /* budgets, judge, catalog, runs_dir (model and decoding per trial) */

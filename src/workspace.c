@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "instruction.h"
+#include "mkb_limits.h"
 #include "util.h"
-
-#define WORKSPACE_FILE_MAX (64u << 20)
 
 /* The fields of problem.json an agent may see. */
 static const char *const public_fields[] = {
