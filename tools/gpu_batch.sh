@@ -18,6 +18,8 @@
 #                                     exploit rows (launches without the probe)
 #   tools/gpu_batch.sh catalog        tools/catalog_gpu.py's eager column (--inproc --timed 10)
 #                                     for CAT_PROBLEMS (default all) and CAT_WORKLOADS
+#   tools/gpu_batch.sh compile        the catalog's torch.compile column (--compile --jobs JOBS,
+#                                     ROW_S per row) for CAT_PROBLEMS on CAT_WORKLOADS (visible)
 #   tools/gpu_batch.sh kernels [P]    shipped solutions of problems P (default the five
 #                                     rewritten in session 12), visible + held-out
 #   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P (N or
@@ -81,6 +83,19 @@ catalog)
 	bounded "$MKB_PYTHON" tools/catalog_gpu.py --out "$work/catalog" --inproc --timed 10 \
 		${CAT_PROBLEMS:+--problems "$CAT_PROBLEMS"} ${CAT_WORKLOADS:+--workloads "$CAT_WORKLOADS"} \
 		2>"$work/stderr-catalog.txt" | tail -20
+	cp "$work/catalog/catalog.jsonl" "$work/catalog.jsonl" 2>/dev/null
+	cp "$work/catalog/catalog.md" "$work/catalog.md" 2>/dev/null
+	;;
+compile)
+	# the catalog's torch.compile column (with the eager time beside it, one
+	# process per row, JOBS compiling while the one timing holds the lock and
+	# pauses the others), CAT_PROBLEMS (default all) on CAT_WORKLOADS (default
+	# visible); rows not reached by the deadline are simply missing: run the
+	# rest in the next call and merge with --merge (results/h200-catalog.md)
+	wl=${CAT_WORKLOADS:-visible}
+	bounded "$MKB_PYTHON" tools/catalog_gpu.py --out "$work/catalog" --compile --jobs "${JOBS:-6}" \
+		--timeout "${ROW_S:-150}" --timed 10 --workloads "$wl" --compile-workloads "$wl" \
+		${CAT_PROBLEMS:+--problems "$CAT_PROBLEMS"} 2>"$work/stderr-catalog.txt" | tail -20
 	cp "$work/catalog/catalog.jsonl" "$work/catalog.jsonl" 2>/dev/null
 	cp "$work/catalog/catalog.md" "$work/catalog.md" 2>/dev/null
 	;;
