@@ -43,13 +43,46 @@ build/.debs: tools/bootstrap.sh
 	@mkdir -p build
 	tools/bootstrap.sh --debs && touch $@
 
-build/mkb: $(SRCS) $(HDRS) Makefile | $(DEBS_STAMP)
-	@mkdir -p build
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -o $@ $(SRCS) $(LDLIBS)
+# One object per source, with the headers it includes as dependencies
+# (-MMD -MP: build/obj/*.d), so an edit recompiles what it touches and `make
+# -jN` compiles in parallel. build/obj/ is the release build, build/asan/obj/
+# the sanitized one that mkb and the unit tests share. Each tree keeps the
+# flags it was built with (.flags): changed flags (PG=0, CFLAGS=...) rebuild
+# it whole.
+OBJ := build/obj
+AOBJ := build/asan/obj
+OBJ_CFLAGS = $(CFLAGS_BASE) $(CFLAGS)
+AOBJ_CFLAGS = $(CFLAGS_BASE) -O1 -g $(SAN)
+TEST_CFLAGS = -Isrc -Itests/unit -DMKB_SOURCE_ROOT=\"$(CURDIR)\"
+objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-build/asan/mkb: $(SRCS) $(HDRS) Makefile | $(DEBS_STAMP)
-	@mkdir -p build/asan
-	$(CC) $(CFLAGS_BASE) -O1 -g $(SAN) -o $@ $(SRCS) $(LDLIBS)
+# .flags is rewritten only when its text changes (FORCE runs the recipe
+# every time; make then compares its time with the objects').
+$(OBJ)/.flags $(AOBJ)/.flags: FORCE
+	@mkdir -p $(@D)
+	@want='$(CC) $(if $(findstring asan,$@),$(AOBJ_CFLAGS),$(OBJ_CFLAGS))'; \
+	[ "$$(cat $@ 2>/dev/null)" = "$$want" ] || printf '%s\n' "$$want" > $@
+FORCE:
+
+$(OBJ)/%.o: %.c $(OBJ)/.flags Makefile | $(DEBS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(OBJ_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(AOBJ)/tests/%.o: tests/%.c $(AOBJ)/.flags Makefile | $(DEBS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(AOBJ_CFLAGS) $(TEST_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(AOBJ)/src/%.o: src/%.c $(AOBJ)/.flags Makefile | $(DEBS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(AOBJ_CFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(wildcard $(OBJ)/src/*.d $(AOBJ)/src/*.d $(AOBJ)/src/launchlog/*.d $(AOBJ)/tests/unit/*.d)
+
+build/mkb: $(call objs,$(OBJ),$(SRCS))
+	$(CC) $(OBJ_CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/asan/mkb: $(call objs,$(AOBJ),$(SRCS))
+	$(CC) $(AOBJ_CFLAGS) -o $@ $^ $(LDLIBS)
 
 build/mkb-submit build/asan/mkb-submit: $(SUBMIT_SRCS) src/submit.h src/util.h src/buf.h src/mkb_limits.h Makefile | $(DEBS_STAMP)
 	@mkdir -p $(@D)
@@ -60,9 +93,8 @@ build/mkb-relay build/asan/mkb-relay: src/relay/main.c Makefile | $(DEBS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -O2 -o $@ src/relay/main.c
 
-build/asan/unit: $(LIB_SRCS) $(TEST_SRCS) $(HDRS) $(LAUNCH_PURE) $(LAUNCH_HDRS) tests/unit/unit.h Makefile | $(DEBS_STAMP)
-	@mkdir -p build/asan
-	$(CC) $(CFLAGS_BASE) -Isrc -Itests/unit -DMKB_SOURCE_ROOT=\"$(CURDIR)\" -O1 -g $(SAN) -o $@ $(LIB_SRCS) $(LAUNCH_PURE) $(TEST_SRCS) $(LDLIBS)
+build/asan/unit: $(call objs,$(AOBJ),$(LIB_SRCS) $(LAUNCH_PURE) $(TEST_SRCS))
+	$(CC) $(AOBJ_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # Launch attribution (docs/launch-attribution.md): a CUDA injection library
 # that records every kernel through CUPTI. Built by `all` only where CUPTI's
@@ -138,4 +170,4 @@ check-crash: all build/asan/mkb build/asan/mkb-submit
 clean:
 	rm -rf build
 
-.PHONY: all api-index banned demo check check-model check-crash clean
+.PHONY: all api-index banned demo check check-model check-crash clean FORCE
