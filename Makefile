@@ -53,7 +53,7 @@ OBJ := build/obj
 AOBJ := build/asan/obj
 OBJ_CFLAGS = $(CFLAGS_BASE) $(CFLAGS)
 AOBJ_CFLAGS = $(CFLAGS_BASE) -O1 -g $(SAN)
-TEST_CFLAGS = -Isrc -Itests/unit -DMKB_SOURCE_ROOT=\"$(CURDIR)\"
+TEST_CFLAGS = -Isrc -Itests/unit -I$(AOBJ) -DMKB_SOURCE_ROOT=\"$(CURDIR)\"
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
 # .flags is rewritten only when its text changes (FORCE runs the recipe
@@ -95,6 +95,15 @@ build/mkb-relay build/asan/mkb-relay: src/relay/main.c Makefile | $(DEBS_STAMP)
 
 build/asan/unit: $(call objs,$(AOBJ),$(LIB_SRCS) $(LAUNCH_PURE) $(TEST_SRCS))
 	$(CC) $(AOBJ_CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The unit suites, found by name in the test files (tests/unit/unit.h): one
+# UNIT_SUITE(foo) line per `const struct unit_test foo_tests[] =`.
+$(AOBJ)/unit_suites.h: $(TEST_SRCS) Makefile
+	@mkdir -p $(@D)
+	sed -n 's/^const struct unit_test \([a-z_0-9]*\)_tests\[\] = .*/UNIT_SUITE(\1)/p' $(TEST_SRCS) >$@.tmp
+	@[ -s $@.tmp ] || { echo "error: no unit suite found in tests/unit"; rm -f $@.tmp; exit 1; }
+	mv $@.tmp $@
+$(AOBJ)/tests/unit/main.o: $(AOBJ)/unit_suites.h
 
 # Launch attribution (docs/launch-attribution.md): a CUDA injection library
 # that records every kernel through CUPTI. Built by `all` only where CUPTI's

@@ -10,6 +10,11 @@
 
 int unit_failures;
 
+/* Every suite the build found in tests/unit/test_*.c (unit_suites.h). */
+#define UNIT_SUITE(name) extern const struct unit_test name##_tests[]; extern const size_t name##_ntests;
+#include "unit_suites.h"
+#undef UNIT_SUITE
+
 char *unit_tmpdir(void)
 {
 	char *tmpl = xstrfmt("%s/mkb-unit.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -43,12 +48,9 @@ void unit_write(const char *dir, const char *name, const char *text)
 int main(int argc, char **argv)
 {
 	const struct { const struct unit_test *t; size_t n; } suites[] = {
-		{util_tests, util_ntests}, {proc_tests, proc_ntests},
-		{catalog_tests, catalog_ntests}, {verdict_tests, verdict_ntests}, {expr_tests, expr_ntests},
-		{sandbox_tests, sandbox_ntests}, {llm_tests, llm_ntests}, {terminal_tests, terminal_ntests}, {agent_tests, agent_ntests},
-		{stats_tests, stats_ntests},
-		{judge_queue_tests, judge_queue_ntests},
-		{launch_tests, launch_ntests},
+#define UNIT_SUITE(name) {name##_tests, name##_ntests},
+#include "unit_suites.h"
+#undef UNIT_SUITE
 	};
 	int passed = 0, failed = 0;
 	for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++) {

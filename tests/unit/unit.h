@@ -33,13 +33,12 @@ struct unit_test {
 	void (*fn)(void);
 };
 
-/* Each test file exports its table. */
-extern const struct unit_test util_tests[], proc_tests[], catalog_tests[], verdict_tests[], expr_tests[],
-	sandbox_tests[], llm_tests[], terminal_tests[], agent_tests[],
-	stats_tests[], judge_queue_tests[], launch_tests[];
-extern const size_t util_ntests, proc_ntests, catalog_ntests, verdict_ntests, expr_ntests,
-	sandbox_ntests, llm_ntests, terminal_ntests, agent_ntests,
-	stats_ntests, judge_queue_ntests, launch_ntests;
+/* Each test file exports its table and its size, by name:
+ *     const struct unit_test foo_tests[] = {...};
+ *     const size_t foo_ntests = ARRAY_SIZE(foo_tests);
+ * The build finds the tables (a generated unit_suites.h of UNIT_SUITE(foo)
+ * lines, Makefile) and main.c runs them: a new test file needs no other
+ * registration. */
 
 /* A fresh temporary directory for a test (removed by unit_rmtree). */
 char *unit_tmpdir(void);
