@@ -137,7 +137,8 @@ static json_t *grade_file(struct attempt *a, const char *kernel, const char *sub
 			  double minutes_left, char **why)
 {
 	const struct judge_opts *j = &a->judge;
-	char number[16], minutes[32], timeout[32], gpu[16], slots[16], gpus[JUDGE_QUEUE_MAX_GPUS * 6];
+	char number[16], minutes[32], timeout[32], gpu[16], slots[16], gpus[JUDGE_QUEUE_MAX_GPUS * 6],
+		min_share[32];
 	snprintf(number, sizeof(number), "%d", a->o->problem->number);
 	snprintf(slots, sizeof(slots), "%d", j->slots);
 	gpus[0] = '\0';
@@ -148,7 +149,8 @@ static json_t *grade_file(struct attempt *a, const char *kernel, const char *sub
 	snprintf(minutes, sizeof(minutes), "%.1f", minutes_left > 0 ? minutes_left : 0);
 	snprintf(timeout, sizeof(timeout), "%.0f", j->timeout_s);
 	snprintf(gpu, sizeof(gpu), "%d", j->gpu);
-	const char *argv[32];
+	snprintf(min_share, sizeof(min_share), "%.17g", j->dsl_min_share);
+	const char *argv[48];
 	size_t n = 0;
 	argv[n++] = a->self;
 	argv[n++] = "eval";
@@ -178,6 +180,17 @@ static json_t *grade_file(struct attempt *a, const char *kernel, const char *sub
 		argv[n++] = "--gpus";
 		argv[n++] = gpus;
 	}
+	/* the DSL rules as the attempt was given them (default: enforced) */
+	if (j->rules) {
+		argv[n++] = "--rules";
+		argv[n++] = j->rules;
+	}
+	if (j->launches) {
+		argv[n++] = "--launches";
+		argv[n++] = j->launches;
+	}
+	argv[n++] = "--dsl-min-share";
+	argv[n++] = min_share;
 	if (submission) {
 		argv[n++] = "--submission";
 		argv[n++] = submission;

@@ -43,6 +43,7 @@ void judge_opts_init(struct judge_opts *o)
 	o->rechecks = 3;
 	o->rules = "enforce";
 	o->max_timed = 200;
+	o->dsl_min_share = JUDGE_DSL_MIN_SHARE;
 }
 
 /* Environment changes for every grader process; strings owned by *env_out. */
@@ -251,6 +252,7 @@ static json_t *build_request(const struct judge_opts *o, const struct problem *p
 	const char *launches = o->launches ? o->launches
 			       : o->rules && !strcmp(o->rules, "paper") ? "record" : "enforce";
 	json_object_set_new(req, "launches", json_string(launches));
+	json_object_set_new(req, "dsl_min_share", json_real(o->dsl_min_share));
 	return req;
 }
 

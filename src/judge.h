@@ -20,6 +20,10 @@
  * bumped whenever a field changes meaning; a grader of another version
  * answers infra_error instead of guessing. */
 #define JUDGE_PROTOCOL_VERSION 2
+/* The default floor of the DSL's share of a call's kernel time: a token DSL
+ * kernel beside eager torch doing the work breaks it; every shipped solution
+ * is at 0.51 or more on the H200 (docs/launch-attribution.md). */
+#define JUDGE_DSL_MIN_SHARE 0.25
 
 struct judge_opts {
 	const char *root;        /* the repository: never visible to a candidate */
@@ -59,6 +63,9 @@ struct judge_opts {
 	const char *launches;    /* run-time DSL rules (launch attribution, GPU
 				    only): "enforce", "record" or "off"; NULL:
 				    enforce, or record with rules "paper" */
+	double dsl_min_share;    /* (ours) run-time rule: the variant's DSL kernels
+				    take at least this share of each solve call's
+				    kernel time; 0: no floor (JUDGE_DSL_MIN_SHARE) */
 };
 
 void judge_opts_init(struct judge_opts *o);

@@ -11,8 +11,8 @@
 enum {
 	JUDGE_OPT_DEVICE = 512, JUDGE_OPT_GPU, JUDGE_OPT_TIMEOUT, JUDGE_OPT_PYTHON, JUDGE_OPT_DRAWS,
 	JUDGE_OPT_WARMUP, JUDGE_OPT_TIMED, JUDGE_OPT_RECHECKS, JUDGE_OPT_SEED, JUDGE_OPT_MAX_BYTES,
-	JUDGE_OPT_RULES, JUDGE_OPT_LAUNCHES, JUDGE_OPT_UNTIL_CI, JUDGE_OPT_MAX_TIMED, JUDGE_OPT_SLOTS, JUDGE_OPT_GPUS,
-	JUDGE_OPT_PIN_CPUS, JUDGE_OPT_WARMUP_UNTIL, JUDGE_OPT_GC_FREEZE,
+	JUDGE_OPT_RULES, JUDGE_OPT_LAUNCHES, JUDGE_OPT_DSL_MIN_SHARE, JUDGE_OPT_UNTIL_CI, JUDGE_OPT_MAX_TIMED,
+	JUDGE_OPT_SLOTS, JUDGE_OPT_GPUS, JUDGE_OPT_PIN_CPUS, JUDGE_OPT_WARMUP_UNTIL, JUDGE_OPT_GC_FREEZE,
 };
 
 /* Entries for a getopt_long table. */
@@ -29,6 +29,7 @@ enum {
 	{"max-kernel-bytes", required_argument, NULL, JUDGE_OPT_MAX_BYTES},                \
 	{"rules", required_argument, NULL, JUDGE_OPT_RULES},                        \
 	{"launches", required_argument, NULL, JUDGE_OPT_LAUNCHES},                  \
+	{"dsl-min-share", required_argument, NULL, JUDGE_OPT_DSL_MIN_SHARE},        \
 	{"until-ci", required_argument, NULL, JUDGE_OPT_UNTIL_CI},                  \
 	{"max-timed", required_argument, NULL, JUDGE_OPT_MAX_TIMED},                \
 	{"slots", required_argument, NULL, JUDGE_OPT_SLOTS},                        \
@@ -54,6 +55,8 @@ enum {
 	"  --launches MODE       run-time DSL rules from the kernels each call launched (GPU\n" \
 	"                        only): enforce (default), record (reported, not enforced;\n" \
 	"                        the default with --rules paper) or off (recorder not loaded)\n" \
+	"  --dsl-min-share F     (ours) run-time rule: the variant's DSL kernels take at least\n" \
+	"                        this share of each call's kernel time (0.25; 0: no floor)\n" \
 	"  --until-ci F          more timed calls, 10 at a time, while the kernel median's\n" \
 	"                        95% interval is wider than +-F of it (e.g. 0.01; off)\n"    \
 	"  --max-timed N         at most this many timed calls with --until-ci (200)\n"      \

@@ -144,7 +144,8 @@ class Evaluation:
         # nothing is recorded (MKB_LAUNCH_DRY=1 there tests the channel).
         self.attribution = launches.Attribution(
             request.get("launches", "enforce"), self.device, request.get("dsl"),
-            dry=os.environ.get("MKB_LAUNCH_DRY") == "1")
+            dry=os.environ.get("MKB_LAUNCH_DRY") == "1",
+            min_share=float(request.get("dsl_min_share") or 0.0))  # the judge always sends it
         self.result = {
             "problem": request.get("problem"), "dsl": request.get("dsl"),
             "workload": request.get("workload", "visible"), "device": self.device,

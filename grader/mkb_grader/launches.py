@@ -58,6 +58,7 @@ RULES = {
     "dsl": "a kernel of the variant's DSL in every solve call",
     "vendor": "no vendor-library kernels (cuBLAS, cuDNN, flash attention, torch's CUTLASS)",
     "other_jit": "no other JIT (Triton, NVRTC, inline extensions, the other DSL)",
+    "dsl_share": "the work done in the variant's DSL (its kernels' share of each call's kernel time)",
 }
 DSL_CLASS = {"cutedsl": "dsl_cutedsl", "tirx": "dsl_tirx"}
 DSL_NAME = {"cutedsl": "CuTe DSL", "tirx": "TIRx"}
@@ -292,10 +293,12 @@ class Log:
         return call
 
 
-def broken(call, dsl, late=()):
+def broken(call, dsl, late=(), min_share=0.0):
     """The first rule one call's kernels break, as RuleBroken, or None.
     late: kernels of earlier calls that finished after those calls ended
-    (held to the vendor and other-JIT rules here)."""
+    (held to the vendor and other-JIT rules here). min_share: the floor of
+    the DSL kernels' share of the call's kernel time (0: none): a token DSL
+    kernel beside torch doing the work breaks it."""
     own = DSL_CLASS.get(dsl)
     for k in call.kernels + call.late + list(late):
         cls = k["class"]
@@ -314,6 +317,20 @@ def broken(call, dsl, late=()):
         extra = f"; {named} named like one, of unknown origin" if named else ""
         return RuleBroken("dsl", f"no {DSL_NAME.get(dsl, dsl)} kernel ran during solve "
                                  f"(kernels: {seen}{extra})")
+    if min_share > 0:
+        ns = collections.Counter()
+        for k in call.kernels:
+            ns["own" if k["class"] == own and not name_only(k) else "rest"] += k["ns"]
+        total = ns["own"] + ns["rest"]
+        if total and ns["own"] / total < min_share:
+            others = collections.Counter()
+            for k in call.kernels:
+                if not (k["class"] == own and not name_only(k)):
+                    others[short_name(k)] += k["ns"]
+            top = ", ".join(f"{n} {t / 1e3:.1f} us" for n, t in others.most_common(3))
+            return RuleBroken("dsl_share", f"{DSL_NAME.get(dsl, dsl)} kernels took {ns['own'] / total:.0%} of "
+                                           f"the call's {total / 1e3:.1f} us of kernel time, under the "
+                                           f"{min_share:.0%} floor (most of the rest: {top})")
     return None
 
 
@@ -495,9 +512,10 @@ class Attribution:
     raise Tampered, Incomplete or RuleBroken only when enforcing; when
     recording, the first finding is kept for the verdict instead."""
 
-    def __init__(self, mode, device, dsl, dry=False):
+    def __init__(self, mode, device, dsl, dry=False, min_share=0.0):
         self.mode = mode if mode in MODES else "enforce"
         self.dsl = dsl
+        self.min_share = min_share  # the dsl_share rule's floor (0: none)
         self.dry = dry and device == "cpu"
         self.channel = None
         self.summary = Summary(dsl)
@@ -588,7 +606,7 @@ class Attribution:
         if self.dry:
             return None  # nothing is recorded without CUPTI: no rule to apply
         late, self.channel.log.late_new = self.channel.log.late_new, []
-        rule = broken(call, self.dsl, late)
+        rule = broken(call, self.dsl, late, self.min_share)
         if rule is not None:
             self._finding(rule)
         return call.device_ms()
@@ -599,6 +617,8 @@ class Attribution:
     def report(self):
         """The verdict's fields: dsl_checked, dsl_share, launches."""
         out = {"mode": self.mode}
+        if self.min_share:
+            out["dsl_min_share"] = self.min_share
         if self.why:
             out["why"] = self.why
         if self.channel is not None:

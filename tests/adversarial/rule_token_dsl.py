@@ -3,8 +3,10 @@ tools/gpu_judge.sh to a copy of the shipped solution of the variant
 (solutions/28_fused_add_rmsnorm/<dsl>/kernel.py, whose solve it renames), it
 runs the real DSL kernel on copies and discards the result, and returns the
 eager one. Every launch rule is kept (a DSL kernel by origin, torch glue
-only), so it PASSES today: the known gap that the dependence check
-(docs/launch-attribution.md, "Dependence check") closes. On its own (the CPU)
+only); the DSL share floor (`--dsl-min-share`, 0.25 by default) rejects it:
+its DSL kernel is 0.07 of the call's kernel time on the H200 (session 14).
+The dependence check (docs/launch-attribution.md) would be the proof; the
+floor bounds what such a kernel can leave to torch. On its own (the CPU)
 there is no _dsl_solve: eager only."""
 import torch
 

@@ -41,8 +41,8 @@ class Stream:
     def call(self, n, kernels, ns=1000, **loss):
         self.log.expect("begin", n)
         self.line({"t": "begin", "call": n, "via": "checker"})
-        for k in kernels:
-            self.line(dict(k, t="kernel", call=n, ns=ns))
+        for k in kernels:  # a kernel's own "ns" wins over the call's
+            self.line(dict({"ns": ns}, **k, t="kernel", call=n))
         self.log.expect("end", n)
         self.loss.update(loss)
         self.line({"t": "end", "call": n, "via": "checker", "matched": True,
@@ -72,6 +72,31 @@ class LogTest(unittest.TestCase):
         rule = launches.broken(call, "cutedsl")
         self.assertEqual(rule.rule, "dsl")
         self.assertIn("no CuTe DSL kernel ran during solve (kernels: torch_native 2)", str(rule))
+
+    def test_a_token_dsl_kernel_breaks_the_share_floor(self):
+        # the shipped solution on copies, torch doing the work: 1 us of 31
+        call = Stream().call(1, [dict(CUTE, ns=1000)] + [dict(FILL, ns=10000)] * 3)
+        self.assertIsNone(launches.broken(call, "cutedsl"))  # no floor: the launch rules alone
+        rule = launches.broken(call, "cutedsl", min_share=0.25)
+        self.assertEqual(rule.rule, "dsl_share")
+        self.assertIn("CuTe DSL kernels took 3% of the call's 31.0 us of kernel time, under the 25% floor "
+                      "(most of the rest: at::native::vectorized_elementwise_kernel 30.0 us)", str(rule))
+
+    def test_the_share_floor_passes_dsl_work_with_torch_glue(self):
+        s = Stream()
+        self.assertIsNone(launches.broken(s.call(1, [dict(CUTE, ns=9000), dict(FILL, ns=1000)]), "cutedsl",
+                                          min_share=0.25))
+        # at the floor is not under it
+        self.assertIsNone(launches.broken(s.call(2, [dict(CUTE, ns=1000), dict(FILL, ns=3000)]), "cutedsl",
+                                          min_share=0.25))
+        self.assertEqual(launches.broken(s.call(3, [dict(CUTE, ns=999), dict(FILL, ns=3001)]), "cutedsl",
+                                         min_share=0.25).rule, "dsl_share")
+
+    def test_a_kernel_named_like_the_dsl_adds_nothing_to_its_share(self):
+        call = Stream().call(1, [dict(CUTE, ns=1000), dict(NAMED, ns=9000)])
+        rule = launches.broken(call, "cutedsl", min_share=0.25)
+        self.assertEqual(rule.rule, "dsl_share")
+        self.assertIn("kernel_cutlass_x_0 9.0 us", str(rule))
 
     def test_a_name_is_no_evidence(self):
         rule = launches.broken(Stream().call(1, [NAMED, FILL]), "cutedsl")

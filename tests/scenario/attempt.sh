@@ -320,6 +320,18 @@ expect 'control agents: oracle (stand-in on the CPU, a skill), null (no kernel),
 	verify "o[\"status\"] == \"passed\" and o[\"skill_out\"] is None"
 '
 
+expect 'the judge flags of the attempt reach its evaluations (rules, launches, the DSL share floor)' '
+	attempt --model oracle --rules paper --launches record --dsl-min-share 0.5
+	[ "$(cat rc)" = 0 ]
+	python3 - <<PY
+import json, sqlite3
+eid = json.load(open("out.json"))["final_evaluation"]
+(opts,) = sqlite3.connect("$MKB_STORE").execute("select options from evaluations where id = ?", (eid,)).fetchone()
+o = json.loads(opts)
+assert (o.get("rules"), o.get("launches"), o.get("dsl_min_share")) == ("paper", "record", 0.5), o
+PY
+'
+
 expect 'bad usage is refused with exit 2' '
 	set +e
 	"$MKB" attempt 28 --dsl cutedsl >/dev/null 2>err.txt; a=$?

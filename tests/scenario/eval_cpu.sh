@@ -228,6 +228,22 @@ assert "torch" in rows[0][5]
 PY
 '
 
+expect '--dsl-min-share: a share in [0, 1), recorded in the store when not the default' '
+	export MKB_STORE="$TMP/share.db"
+	evaljson 28 28_torch_ok.py
+	evaljson 28 28_torch_ok.py --dsl-min-share 0.5
+	evaljson 28 28_torch_ok.py --dsl-min-share 0
+	python3 - <<PY
+import json, sqlite3
+rows = [json.loads(o) for (o,) in sqlite3.connect("$TMP/share.db").execute("select options from evaluations order by id")]
+assert [r.get("dsl_min_share") for r in rows] == [None, 0.5, 0.0], rows
+PY
+	for bad in 1 -0.1 abc 0.25x; do
+		set +e; "$MKB" eval 28 --dsl cutedsl $FAST --no-store --dsl-min-share "$bad" "$K/28_torch_ok.py" 2>err.txt; rc=$?; set -e
+		[ $rc = 2 ] && grep -q "dsl-min-share wants a share in \[0, 1)" err.txt
+	done
+'
+
 expect 'no GPU and no --device cpu is a clear error' '
 	set +e; "$MKB" eval 28 --dsl cutedsl "$K/28_torch_ok.py" 2>err.txt; rc=$?; set -e
 	[ $rc = 3 ]
