@@ -70,7 +70,8 @@ def main(argv):
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             if r.get("label") == "throughput":
-                print(f"| throughput | | | {r['parallel']} at a time | | | | | | | | {fmt(r['wall_s'], 1)} "
+                alone = f" ({r['alone']} alone first)" if r.get("alone") else ""
+                print(f"| throughput | | | {r['parallel']} at a time{alone} | | | | | | | | {fmt(r['wall_s'], 1)} "
                       f"| {r['evaluations']} evaluations: {3600 * r['evaluations'] / r['wall_s']:.0f} per GPU-hour |")
                 continue
             reason = str(r.get("reason", ""))[:100].replace("|", "/")
