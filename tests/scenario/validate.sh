@@ -58,7 +58,7 @@ expect 'no solutions, bad lists and bad DSLs are clear errors' '
 
 expect 'every shipped solution sits where mkb validate finds it and passes the judge'"'"'s pre-checks' '
 	"$MKB" list --json | python3 -c "import json,sys; [print(\"%02d_%s\" % (p[\"number\"], p[\"name\"])) for p in json.load(sys.stdin)]" >names.txt
-	max_bytes=$(awk "/define JUDGE_MAX_KERNEL_BYTES/ {print \$3}" "$TOP/src/judge.h")
+	max_bytes=$(awk "/define JUDGE_MAX_KERNEL_BYTES/ {print \$3}" "$TOP/src/mkb_limits.h")
 	[ "$max_bytes" -gt 0 ]
 	for d in "$TOP"/solutions/*/; do
 		name=$(basename "$d")
