@@ -62,6 +62,7 @@ static int load_problem(const char *dir, const char *family_dir, const char *ent
 		return rc;
 	}
 	int rc = -1;
+	json_t *format = json_object_get(meta, "format");
 	json_t *num = json_object_get(meta, "number");
 	const char *name = get_string(meta, "name");
 	const char *family = get_string(meta, "family");
@@ -69,6 +70,11 @@ static int load_problem(const char *dir, const char *family_dir, const char *ent
 	json_t *wl = json_object_get(meta, "workloads");
 	char expect_dir[300];
 
+	if (!json_is_integer(format) || json_integer_value(format) != PROBLEM_FORMAT) {
+		error("'%s': \"format\" must be %d, the problem.json format this mkb reads "
+		      "(docs/problem-format.md)", path, PROBLEM_FORMAT);
+		goto out;
+	}
 	if (!json_is_integer(num) || json_integer_value(num) < 1 || json_integer_value(num) > 99) {
 		error("'%s': \"number\" must be an integer in 1..99", path);
 		goto out;

@@ -22,6 +22,10 @@ struct catalog {
 };
 
 #define CATALOG_INIT { NULL, 0 }
+/* The problem.json format this mkb reads ("format", docs/problem-format.md):
+ * bumped when a field changes meaning; a file of another format is refused
+ * rather than read by guesswork. */
+#define PROBLEM_FORMAT 1
 
 extern const char *const catalog_families[];
 extern const size_t catalog_nfamilies;

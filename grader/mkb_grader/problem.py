@@ -4,12 +4,17 @@ import importlib.util
 import json
 import os
 
+FORMAT = 1  # problem.json's "format" (src/catalog.h PROBLEM_FORMAT, docs/problem-format.md)
+
 
 class Problem:
     def __init__(self, directory, workload):
         self.dir = os.path.abspath(directory)
         with open(os.path.join(self.dir, "problem.json"), encoding="utf-8") as f:
             self.meta = json.load(f)
+        if type(self.meta.get("format")) is not int or self.meta["format"] != FORMAT:
+            raise ValueError(f"problem.json format {self.meta.get('format')!r} is not {FORMAT}, "
+                             "the one this grader reads (src/catalog.h PROBLEM_FORMAT)")
         workloads = self.meta.get("workloads", {})
         if workload not in workloads:
             raise ValueError(f"problem {self.meta.get('number')} has no workload '{workload}'")

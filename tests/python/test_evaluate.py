@@ -118,7 +118,7 @@ class ProcedureTest(unittest.TestCase):
         # a candidate that returns the cache untouched must fail.
         with tempfile.TemporaryDirectory() as pd:
             with open(os.path.join(pd, "problem.json"), "w") as f:
-                f.write('{"number": 99, "workloads": {"smoke": {"n": 64}}}')
+                f.write('{"format": 1, "number": 99, "workloads": {"smoke": {"n": 64}}}')
             with open(os.path.join(pd, "reference.py"), "w") as f:
                 f.write(textwrap.dedent("""
                     import torch
@@ -144,7 +144,7 @@ class ProcedureTest(unittest.TestCase):
         # make_inputs is ours: when it breaks, the kernel is not to blame.
         with tempfile.TemporaryDirectory() as pd:
             with open(os.path.join(pd, "problem.json"), "w") as f:
-                f.write('{"number": 98, "workloads": {"smoke": {"n": 8}}}')
+                f.write('{"format": 1, "number": 98, "workloads": {"smoke": {"n": 8}}}')
             with open(os.path.join(pd, "reference.py"), "w") as f:
                 f.write("def reference(x):\n    return x\n"
                         "def make_inputs(n, *, seed, device='cpu'):\n    raise ValueError('broken maker')\n")

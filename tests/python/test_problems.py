@@ -20,5 +20,34 @@ class ProblemSelfCheck(unittest.TestCase):
                     self.assertTrue(ok, f"{os.path.basename(d)} {what}: {detail}")
 
 
+class ProblemFormat(unittest.TestCase):
+    """problem.json's "format" (src/catalog.h PROBLEM_FORMAT): the grader
+    reads the one format it knows and refuses the rest, as the C side does."""
+
+    def load(self, meta):
+        import json
+        import tempfile
+        from mkb_grader.problem import Problem
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "problem.json"), "w") as f:
+                json.dump(dict(meta, number=98, workloads={"smoke": {"n": 2}}), f)
+            with open(os.path.join(d, "reference.py"), "w") as f:
+                f.write("def reference(x):\n    return x\n\ndef make_inputs(n, *, seed, device):\n    return (n,)\n")
+            return Problem(d, "smoke")
+
+    def test_the_known_format_loads(self):
+        self.assertEqual(self.load({"format": 1}).params, {"n": 2})
+
+    def test_other_formats_are_refused(self):
+        for meta in ({}, {"format": 2}, {"format": "1"}, {"format": True}):
+            with self.subTest(meta=meta), self.assertRaisesRegex(ValueError, "format"):
+                self.load(meta)
+
+    def test_every_shipped_problem_has_it(self):
+        import json
+        for d in PROBLEMS:
+            self.assertEqual(json.load(open(os.path.join(d, "problem.json")))["format"], 1, d)
+
+
 if __name__ == "__main__":
     unittest.main()

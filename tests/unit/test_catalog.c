@@ -7,7 +7,7 @@
 #include "util.h"
 
 static const char good[] =
-	"{\"number\": 7, \"name\": \"toy\", \"family\": \"moe\", \"description\": \"a toy\","
+	"{\"format\": 1, \"number\": 7, \"name\": \"toy\", \"family\": \"moe\", \"description\": \"a toy\","
 	" \"workloads\": {\"visible\": {\"n\": 1}, \"heldout\": {\"n\": 2}, \"smoke\": {\"n\": 3}},"
 	" \"flops\": \"2 * n\", \"bytes\": \"n * 4\"}";
 
@@ -30,7 +30,7 @@ static void test_loads_and_sorts(void)
 	char *root = unit_tmpdir();
 	add_problem(root, "moe/07_toy", good);
 	add_problem(root, "attention/03_att",
-		    "{\"number\": 3, \"name\": \"att\", \"family\": \"attention\", \"description\": \"d\","
+		    "{\"format\": 1, \"number\": 3, \"name\": \"att\", \"family\": \"attention\", \"description\": \"d\","
 		    " \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}, \"flops\": \"1\", \"bytes\": \"1\"}");
 	struct catalog cat = CATALOG_INIT;
 	CHECK(load(root, &cat) == 0);
@@ -71,30 +71,37 @@ static void expect_refused(const char *rel, const char *json, int with_reference
 static void test_refuses_malformed(void)
 {
 	/* duplicate number */
-	expect_refused("moe/07_other", "{\"number\": 7, \"name\": \"other\", \"family\": \"moe\","
+	expect_refused("moe/07_other", "{\"format\": 1, \"number\": 7, \"name\": \"other\", \"family\": \"moe\","
 		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}, \"flops\": \"1\", \"bytes\": \"1\"}", 1);
 	/* folder name does not match */
 	expect_refused("moe/09_wrong", good, 1);
 	/* family not its folder */
 	expect_refused("attention/07_toy", good, 1);
 	/* unknown family */
-	expect_refused("cooking/08_x", "{\"number\": 8, \"name\": \"x\", \"family\": \"cooking\","
+	expect_refused("cooking/08_x", "{\"format\": 1, \"number\": 8, \"name\": \"x\", \"family\": \"cooking\","
 		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}, \"flops\": \"1\", \"bytes\": \"1\"}", 1);
 	/* missing held-out workload */
-	expect_refused("moe/08_x", "{\"number\": 8, \"name\": \"x\", \"family\": \"moe\","
+	expect_refused("moe/08_x", "{\"format\": 1, \"number\": 8, \"name\": \"x\", \"family\": \"moe\","
 		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"smoke\": {}}}", 1);
 	/* a formula naming an unknown parameter */
-	expect_refused("moe/08_x", "{\"number\": 8, \"name\": \"x\", \"family\": \"moe\","
+	expect_refused("moe/08_x", "{\"format\": 1, \"number\": 8, \"name\": \"x\", \"family\": \"moe\","
 		       " \"description\": \"d\", \"workloads\": {\"visible\": {\"n\": 1}, \"heldout\": {\"n\": 1},"
 		       " \"smoke\": {\"n\": 1}}, \"flops\": \"n * m\", \"bytes\": \"n\"}", 1);
 	/* a formula that is not positive on one workload */
-	expect_refused("moe/08_x", "{\"number\": 8, \"name\": \"x\", \"family\": \"moe\","
+	expect_refused("moe/08_x", "{\"format\": 1, \"number\": 8, \"name\": \"x\", \"family\": \"moe\","
 		       " \"description\": \"d\", \"workloads\": {\"visible\": {\"n\": 1}, \"heldout\": {\"n\": 1},"
 		       " \"smoke\": {\"n\": 0}}, \"flops\": \"n\", \"bytes\": \"1\"}", 1);
-	/* not JSON */
-	expect_refused("moe/08_x", "{\"number\": 8,", 1);
-	/* no reference.py */
+	/* no format, another format, a format that is not an integer */
 	expect_refused("moe/08_x", "{\"number\": 8, \"name\": \"x\", \"family\": \"moe\","
+		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}, \"flops\": \"1\", \"bytes\": \"1\"}", 1);
+	expect_refused("moe/08_x", "{\"format\": 2, \"number\": 8, \"name\": \"x\", \"family\": \"moe\","
+		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}, \"flops\": \"1\", \"bytes\": \"1\"}", 1);
+	expect_refused("moe/08_x", "{\"format\": \"1\", \"number\": 8, \"name\": \"x\", \"family\": \"moe\","
+		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}, \"flops\": \"1\", \"bytes\": \"1\"}", 1);
+	/* not JSON */
+	expect_refused("moe/08_x", "{\"format\": 1, \"number\": 8,", 1);
+	/* no reference.py */
+	expect_refused("moe/08_x", "{\"format\": 1, \"number\": 8, \"name\": \"x\", \"family\": \"moe\","
 		       " \"description\": \"d\", \"workloads\": {\"visible\": {}, \"heldout\": {}, \"smoke\": {}}, \"flops\": \"1\", \"bytes\": \"1\"}", 0);
 }
 
