@@ -8,6 +8,7 @@
 
 #include "catalog.h"
 #include "dsl.h"
+#include "judge.h"
 
 enum { EXIT_OK = 0, EXIT_NEGATIVE = 1, EXIT_USAGE = 2, EXIT_INFRA = 3, EXIT_MODEL = 4 };
 
@@ -45,8 +46,9 @@ const struct problem *mkb_env_problem(const struct mkb_env *env, const char *arg
 /* The DSL named by --dsl for command: sets *out (NULL when id is NULL and
  * not required). 0, or EXIT_USAGE with the error and usage printed. */
 int dsl_arg(const char *command, const char *id, int required, const struct dsl **out);
-/* Is there an NVIDIA GPU with this index on this machine? */
-int have_gpu(int index);
+/* With --device cuda, is o's GPU on this machine? 0, or -1 with the error
+ * printed (every command that grades says it the same way). */
+int gpu_check(const struct judge_opts *o);
 /* Print "error: <fmt...>" (unless fmt is NULL) and "usage: mkb <usage>" for the
  * named command to stderr; returns EXIT_USAGE. */
 int usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

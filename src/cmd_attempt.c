@@ -264,10 +264,8 @@ int cmd_attempt(int argc, char **argv)
 	const struct dsl *dsl;
 	if (dsl_arg("attempt", x.dsl_id, 1, &dsl))
 		return EXIT_USAGE;
-	if (!strcmp(x.judge.device, "cuda") && !have_gpu(x.judge.gpu)) {
-		error("no NVIDIA GPU %d on this machine; '--device cpu' runs the CPU test mode", x.judge.gpu);
+	if (gpu_check(&x.judge) < 0)
 		return EXIT_INFRA;
-	}
 	if (llm_flags_check(&x.llm) < 0)
 		return EXIT_USAGE;
 	struct mkb_env env;

@@ -128,11 +128,8 @@ int cmd_eval(int argc, char **argv)
 	int rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc < 0 ? EXIT_OK : EXIT_USAGE; /* -1: --help was shown */
-	if (!strcmp(a.judge.device, "cuda") && !have_gpu(a.judge.gpu)) {
-		error("no NVIDIA GPU %d on this machine (/dev/nvidia%d is missing); "
-		      "'--device cpu' runs the CPU test mode", a.judge.gpu, a.judge.gpu);
+	if (gpu_check(&a.judge) < 0)
 		return EXIT_INFRA;
-	}
 	struct mkb_env env;
 	if (mkb_env_load(&env) < 0) {
 		mkb_env_release(&env);

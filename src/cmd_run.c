@@ -262,10 +262,8 @@ int cmd_run(int argc, char **argv)
 	x.r.arms = arms;
 	x.r.narms = na;
 	x.r.runs_dir = runs_dir;
-	if (!rc && !x.r.dry_run && !x.r.enqueue && !strcmp(x.judge.device, "cuda") && !have_gpu(x.judge.gpu)) {
-		error("no NVIDIA GPU %d on this machine; '--device cpu' runs the CPU test mode", x.judge.gpu);
+	if (!rc && !x.r.dry_run && !x.r.enqueue && gpu_check(&x.judge) < 0)
 		rc = EXIT_INFRA;
-	}
 	/* Trials in flight share one judge queue over every GPU of the machine. */
 	if (!rc && x.r.concurrency > 1 && !x.judge.slots) {
 		if (!strcmp(x.judge.device, "cuda") && !x.judge.ngpus)

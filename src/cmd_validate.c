@@ -207,10 +207,8 @@ int cmd_validate(int argc, char **argv)
 	char want[100];
 	if (parse_problem_list(a.problems, want) < 0)
 		return usage_error("validate", "--problems wants numbers like 28,36, not '%s'", a.problems);
-	if (!strcmp(a.judge.device, "cuda") && !have_gpu(a.judge.gpu)) {
-		error("no NVIDIA GPU %d on this machine; '--device cpu' runs the CPU test mode", a.judge.gpu);
+	if (gpu_check(&a.judge) < 0)
 		return EXIT_INFRA;
-	}
 	struct mkb_env env;
 	if (mkb_env_load(&env) < 0) {
 		mkb_env_release(&env);

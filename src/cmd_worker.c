@@ -118,10 +118,8 @@ int cmd_worker(int argc, char **argv)
 	const char *off = getenv("MKB_SANDBOX_OFF");
 	if (off && *off && sandbox_parse_layers(off, &r->attempt.sandbox_off) < 0)
 		rc = usage_error("worker", "MKB_SANDBOX_OFF names an unknown layer");
-	if (!rc && !strcmp(x.judge.device, "cuda") && !have_gpu(x.judge.gpu)) {
-		error("no NVIDIA GPU %d on this machine; '--device cpu' runs the CPU test mode", x.judge.gpu);
+	if (!rc && gpu_check(&x.judge) < 0)
 		rc = EXIT_INFRA;
-	}
 	/* Workers of one machine share its judge queue, as mkb run's trials in
 	 * flight do. */
 	if (!rc && !x.judge.slots) {

@@ -89,11 +89,16 @@ int dsl_arg(const char *command, const char *id, int required, const struct dsl 
 	return *out ? 0 : usage_error(command, "unknown DSL '%s' (%s)", id, dsl_choices());
 }
 
-int have_gpu(int index)
+int gpu_check(const struct judge_opts *o)
 {
+	if (strcmp(o->device, "cuda"))
+		return 0;
 	char dev[64];
-	snprintf(dev, sizeof(dev), "/dev/nvidia%d", index);
-	return access(dev, F_OK) == 0;
+	snprintf(dev, sizeof(dev), "/dev/nvidia%d", o->gpu);
+	if (access(dev, F_OK) == 0)
+		return 0;
+	return error("no NVIDIA GPU %d on this machine (%s is missing); '--device cpu' runs the CPU test mode",
+		     o->gpu, dev);
 }
 
 const struct problem *mkb_env_problem(const struct mkb_env *env, const char *arg)
