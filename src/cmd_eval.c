@@ -154,8 +154,8 @@ int cmd_eval(int argc, char **argv)
 	}
 	struct verdict v;
 	verdict_init(&v);
-	int graded = grade(env.root, &a.judge, p, a.dsl_id, a.kernel, g.store, &v, &id);
-	rc = graded == -1 ? EXIT_USAGE : graded == -2 ? EXIT_INFRA : exit_code_for(&v);
+	enum grade_rc graded = grade(env.root, &a.judge, p, a.dsl_id, a.kernel, g.store, &v, &id);
+	rc = graded == GRADE_BAD_REQUEST ? EXIT_USAGE : graded == GRADE_STORE_FAILED ? EXIT_INFRA : exit_code_for(&v);
 	char *text = feedback_format(&v, a.has_sub ? &a.sub : NULL, a.judge.device);
 	if (a.as_json) {
 		json_t *j = verdict_to_json(&v, p->number, a.dsl_id, a.judge.workload, a.judge.device);

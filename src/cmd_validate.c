@@ -251,7 +251,7 @@ int cmd_validate(int argc, char **argv)
 				struct judge_opts o = a.judge;
 				o.workload = a.workloads[w];
 				int64_t id;
-				if (grade(env.root, &o, p, *d, kernel, g.store, &r->v, &id) == -2)
+				if (grade(env.root, &o, p, *d, kernel, g.store, &r->v, &id) == GRADE_STORE_FAILED)
 					warning("evaluation of '%s' not recorded", kernel);
 				if (sol_ms(p, o.workload, &a.ceil, &r->sol_ms) < 0)
 					r->sol_ms = -1;

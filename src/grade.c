@@ -86,8 +86,8 @@ static int begin_record(const char *root, const struct judge_opts *o, const stru
 	return rc;
 }
 
-int grade(const char *root, const struct judge_opts *opts, const struct problem *p, const char *dsl,
-	  const char *kernel, struct store *st, struct verdict *v, int64_t *id)
+enum grade_rc grade(const char *root, const struct judge_opts *opts, const struct problem *p, const char *dsl,
+		    const char *kernel, struct store *st, struct verdict *v, int64_t *id)
 {
 	*id = 0;
 	struct judge_opts local = *opts;
@@ -99,17 +99,17 @@ int grade(const char *root, const struct judge_opts *opts, const struct problem 
 		local.sol_floor_ms = 0;
 	if (st && begin_record(root, o, p, dsl, kernel, st, id) < 0) {
 		verdict_set(v, VERDICT_INFRA_ERROR, "cannot record the evaluation in the store");
-		return -2;
+		return GRADE_STORE_FAILED;
 	}
 	if (judge_evaluate(o, p, dsl, kernel, v) < 0) {
 		verdict_set(v, VERDICT_INFRA_ERROR, "the evaluation could not be set up");
 		if (st)
 			store_finish_evaluation(st, *id, v);
-		return -1;
+		return GRADE_BAD_REQUEST;
 	}
 	if (st && store_finish_evaluation(st, *id, v) < 0)
-		return -2;
-	return 0;
+		return GRADE_STORE_FAILED;
+	return GRADE_OK;
 }
 
 static void collect_out(void *ctx, const char *data, size_t len)

@@ -33,11 +33,16 @@ int grade_env_open(struct grade_env *g, const char *root, struct judge_opts *o,
 		   const char *store_path, int no_store);
 void grade_env_close(struct grade_env *g);
 
+/* What grade() returns besides the verdict. */
+enum grade_rc {
+	GRADE_OK = 0,
+	GRADE_BAD_REQUEST = -1,  /* the request itself is bad (error printed, v says why) */
+	GRADE_STORE_FAILED = -2, /* the store failed (the verdict in *v is still valid) */
+};
+
 /* Grade kernel for (p, dsl) under o. With st non-NULL the evaluation is
- * recorded (its row id in *id). Always fills *v (init'ed by the caller).
- * Returns 0; -1 when the request itself is bad (error printed, v says why);
- * -2 when the store failed (the verdict in *v is still valid). */
-int grade(const char *root, const struct judge_opts *o, const struct problem *p, const char *dsl,
+ * recorded (its row id in *id). Always fills *v (init'ed by the caller). */
+enum grade_rc grade(const char *root, const struct judge_opts *o, const struct problem *p, const char *dsl,
 	  const char *kernel, struct store *st, struct verdict *v, int64_t *id);
 
 #endif
