@@ -133,8 +133,8 @@ def side_by_side(evals, order):
 def detail(evals, probes, order, configs):
     print("| kernel | evaluations passed | kernel medians (ms) | between evaluations | 95% CI (one evaluation) "
           "| eager between evaluations | block medians in one process (ms) | within a process "
-          "| SM MHz (timed calls) | GPU °C |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| SM MHz (timed calls) | GPU °C | kernels' GPU time between evaluations |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     summary = {}
     for label in order:
         probe = next((p for p in probes.get(label, []) if p.get("condition") == "made"), None)
@@ -147,18 +147,23 @@ def detail(evals, probes, order, configs):
             # the probe runs the kernel in one process of its own, without the judge
             shown = blocks if config == DEFAULT else []
             summary.setdefault(config, []).append((label, median_or_none(g.meds), g.between))
+            device = [(o.get("timing") or {}).get("device_ms") for o in g.passed]
+            device = [d for d in device if isinstance(d, (int, float))]
+            summary.setdefault((config, "device"), []).append((label, median_or_none(device), g.device))
             print(f"| {name} | {len(g.passed)} of {len(g.rows)} | {g.medians() if g.meds else ''} | "
                   f"{pct(g.between)} | ±{pct(g.ci)} | {pct(g.eager)} | "
                   f"{' '.join(f'{b:.4f}' for b in shown) or '-'} | {pct(spread(shown))} | "
-                  f"{span(g.clocks)} | {span(g.temps)} |")
+                  f"{span(g.clocks)} | {span(g.temps)} | {pct(g.device)} |")
     for config in configs:
-        big = [s for s in summary.get(config, []) if s[1] is not None and s[1] >= 0.05 and s[2] is not None]
-        if big:
-            ok = sum(1 for s in big if s[2] <= 0.02)
-            what = "" if configs == [DEFAULT] else f" ({config})"
-            worst = max(big, key=lambda s: s[2])
-            print(f"\nkernels with a median >= 50 us{what}: {ok} of {len(big)} within 2% between evaluations "
-                  f"(issue 11's bar); worst {worst[2] * 100:.1f}% ({worst[0]})")
+        what = "" if configs == [DEFAULT] else f" ({config})"
+        for key, figure in ((config, "kernels with a median"),
+                            ((config, "device"), "kernels whose GPU time (timing.device_ms) is")):
+            big = [s for s in summary.get(key, []) if s[1] is not None and s[1] >= 0.05 and s[2] is not None]
+            if big:
+                ok = sum(1 for s in big if s[2] <= 0.02)
+                worst = max(big, key=lambda s: s[2])
+                print(f"\n{figure} >= 50 us{what}: {ok} of {len(big)} within 2% between evaluations "
+                      f"(issue 11's bar); worst {worst[2] * 100:.1f}% ({worst[0]})")
 
 
 def main():

@@ -63,7 +63,9 @@ class NoiseTableTest(unittest.TestCase):
         self.assertEqual(c[7], "1.1%")
         self.assertEqual(c[8], "1755-1980")
         self.assertEqual(c[9], "38-41")
+        self.assertEqual(c[10], "-")  # no launch recorder in these rows
         self.assertIn("0 of 1 within 2%", out)
+        self.assertNotIn("GPU time (timing.device_ms) is >= 50 us", out)
         self.assertNotIn("reduced", out)  # no side-by-side table without reduced rows
 
     def test_default_beside_reduced(self):
@@ -97,6 +99,23 @@ class NoiseTableTest(unittest.TestCase):
         self.assertEqual((r[1], r[3], r[6], r[7]), ("3 of 3", "1.0%", "-", "-"))
         self.assertIn("(default): 0 of 1 within 2%", out)
         self.assertIn("(reduced): 1 of 1 within 2%", out)
+        self.assertEqual(d[10], "2.0%")  # the kernels' GPU time, default rows
+        self.assertEqual(r[10], "-")
+
+    def test_the_bar_on_the_kernels_gpu_time(self):
+        # end-to-end medians 0.15-0.18 ms (18.2%), GPU time 0.0860-0.0862 ms (0.2%)
+        rows = [ev("default", k, device=d) for k, d in ((0.15, 0.0860), (0.18, 0.0862), (0.165, 0.0861))]
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            f.write("\n".join(json.dumps(r) for r in rows) + "\n")
+        try:
+            out = table(f.name)
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(cells(out, "| 36_rmsnorm/cutedsl")[10], "0.2%")
+        self.assertIn("kernels with a median >= 50 us: 0 of 1 within 2% between evaluations "
+                      "(issue 11's bar); worst 18.2%", out)
+        self.assertIn("kernels whose GPU time (timing.device_ms) is >= 50 us: 1 of 1 within 2% between "
+                      "evaluations (issue 11's bar); worst 0.2%", out)
 
 
 if __name__ == "__main__":
