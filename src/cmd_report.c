@@ -16,8 +16,8 @@
 
 static const char report_help[] =
 	"usage: mkb report [--store FILE] [--model M] [--format text|md|csv|json|html] [--e-fail X]\n"
-	"                  [--delta D] [--calls paper|intervals] [--seed N] [--bootstrap N] [--trials]\n"
-	"                  [-o FILE]\n"
+	"                  [--delta D] [--calls paper|intervals] [--time e2e|device] [--seed N]\n"
+	"                  [--bootstrap N] [--trials] [-o FILE]\n"
 	"\n"
 	"Every number of PROTOCOL.md's \"Scores\" and \"Paired transfer analysis\" from the\n"
 	"store's live trials, per model and decoding settings (docs/report.md defines them):\n"
@@ -35,7 +35,10 @@ static const char report_help[] =
 	"  --delta D        helped: ratio >= 1 + D; harmed: ratio <= 1 / (1 + D) (0.05)\n"
 	"  --calls RULE     paper (default): the ratio rule alone; intervals: where both arms\n"
 	"                   passed with a speedup interval (the grader's speedup_ci), helped or\n"
-	"                   harmed also needs the intervals to separate, else neutral\n"
+	"                   harmed also needs the intervals to separate, else neutral\n"	"  --time BASIS     what the paired comparisons compare: e2e (default, the paper's\n"
+	"                   end-to-end speedup) or (ours) device: eager ms over the kernels'\n"
+	"                   GPU time (the final evaluation's timing.device_ms, recorded with\n"
+	"                   the DSL rules on a GPU); comparisons lacking it stay end to end\n"
 	"  --seed N         the bootstrap's seed (1)\n"
 	"  --bootstrap N    bootstrap resamples, 0 for none (1000)\n"
 	"  --trials         (html) a page per trial: instruction, attached skill, transcript,\n"
@@ -154,7 +157,7 @@ static int parse_seed(const char *s, uint64_t *out)
 int cmd_report(int argc, char **argv)
 {
 	enum { OPT_STORE = 256, OPT_MODEL, OPT_FORMAT, OPT_EFAIL, OPT_DELTA, OPT_SEED, OPT_BOOT, OPT_STATS,
-	       OPT_TRIALS, OPT_CALLS };
+	       OPT_TRIALS, OPT_CALLS, OPT_TIME };
 	static const struct option opts[] = {
 		{"store", required_argument, NULL, OPT_STORE},
 		{"model", required_argument, NULL, OPT_MODEL},
@@ -162,6 +165,7 @@ int cmd_report(int argc, char **argv)
 		{"e-fail", required_argument, NULL, OPT_EFAIL},
 		{"delta", required_argument, NULL, OPT_DELTA},
 		{"calls", required_argument, NULL, OPT_CALLS},
+		{"time", required_argument, NULL, OPT_TIME},
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"bootstrap", required_argument, NULL, OPT_BOOT},
 		{"stats-stdin", no_argument, NULL, OPT_STATS},
@@ -207,6 +211,14 @@ int cmd_report(int argc, char **argv)
 			else
 				return usage_error("report", "--calls must be paper or intervals, not '%s'", optarg);
 			break;
+		case OPT_TIME:
+			if (!strcmp(optarg, "e2e"))
+				o.time = REPORT_TIME_E2E;
+			else if (!strcmp(optarg, "device"))
+				o.time = REPORT_TIME_DEVICE;
+			else
+				return usage_error("report", "--time must be e2e or device, not '%s'", optarg);
+			break;
 		case OPT_SEED:
 			if (parse_seed(optarg, &o.seed) < 0)
 				return usage_error("report", "--seed must be an integer >= 0, not '%s'", optarg);
@@ -225,6 +237,9 @@ int cmd_report(int argc, char **argv)
 	}
 	if (argc != optind)
 		return usage_error("report", "unexpected argument '%s'", argv[optind]);
+	if (o.time == REPORT_TIME_DEVICE && o.calls == REPORT_CALLS_INTERVALS)
+		return usage_error("report", "--calls intervals uses the end-to-end speedup's intervals: "
+				   "not with --time device");
 	if (trials && format != REPORT_HTML)
 		return usage_error("report", "--trials adds pages to the HTML report: give --format html");
 

@@ -30,7 +30,7 @@ static const struct cmd_entry commands[] = {
 	{"status", "status [--store PATH] [--json]", "the trials of the store's runs, per model and status",
 	 cmd_status},
 	{"report", "report [--store FILE] [--model M] [--format text|md|csv|json|html] [--e-fail X] [--delta D] "
-	 "[--seed N] [--bootstrap N] [-o FILE]",
+	 "[--calls paper|intervals] [--time e2e|device] [--seed N] [--bootstrap N] [--trials] [-o FILE]",
 	 "scores, paired transfer analysis and intervals from the store", cmd_report},
 	{"demo", "demo", "the main job's demo (tools/demo.sh: the judge, the protocol with the oracle, the report)",
 	 cmd_demo},

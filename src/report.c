@@ -40,6 +40,8 @@ struct rec {
 	double speedup;         /* < 0: unknown */
 	int heldout_passed;     /* (ours) the final kernel on the held-out workload; -1: not graded */
 	double heldout_speedup;
+	double device_speedup;  /* (ours) eager ms / the kernels' GPU time of a passing final
+				 * grading that recorded it; < 0: none */
 	double ci[2];           /* the final evaluation's 95% interval of its speedup */
 	int has_ci;             /* ci holds one (0: absent or malformed) */
 	double sol;             /* (ours) speed-of-light floor / kernel median of a passing final
@@ -201,6 +203,7 @@ static int load_row(const struct trial_result *t, void *arg)
 	e->heldout_passed = e->error || e->skipped ? -1 : t->heldout_passed;
 	e->heldout_speedup = t->heldout_speedup;
 	e->has_ci = speedup_interval(t->speedup_ci, e->ci);
+	e->device_speedup = e->passed && t->device_ms > 0 && t->eager_ms > 0 ? t->eager_ms / t->device_ms : -1;
 	double floor_ms = e->passed && t->kernel_ms > 0 ? sol_floor_ms(p, t->workload, t->gpu) : 0;
 	e->sol = floor_ms > 0 ? floor_ms / t->kernel_ms : 0;
 	e->tokens[0] = t->input_tokens;
@@ -808,6 +811,7 @@ struct cmp {
 	int cls, standing, skipped;
 	int paper_cls, paper_standing;  /* the paper's calls (equal to cls, standing under it) */
 	int by_intervals;               /* (--calls intervals) both arms' intervals decided it */
+	int on_device;                  /* (--time device) compared on the kernels' GPU time */
 	int skill_passed, base_passed;
 	int dlift[REPORT_NTHRESHOLDS];  /* skill attains - base attains */
 	size_t unit;
@@ -816,6 +820,19 @@ struct cmp {
 static double effective(const struct rec *e, double e_fail)
 {
 	return e->passed && e->speedup > 0 ? e->speedup : e_fail;
+}
+
+/* (--time device) the same on the kernels' GPU time: eager ms / device ms. */
+static double effective_device(const struct rec *e, double e_fail)
+{
+	return e->passed && e->device_speedup > 0 ? e->device_speedup : e_fail;
+}
+
+/* Every passing arm has the kernels' GPU time (a failed one counts e_fail
+ * on either basis). */
+static int device_known(const struct rec *e)
+{
+	return !e->passed || e->device_speedup > 0;
 }
 
 /* The ratio rule: ratios within 1e-12 (relative) of a threshold reach it,
@@ -1180,10 +1197,18 @@ static void paired_prepare(struct config *c, const struct report_opts *o, struct
 				x->e_base = effective(base, o->e_fail);
 				x->e_skill = effective(sk, o->e_fail);
 				x->e_source = effective(src, o->e_fail);
+				int unused, s;
+				/* the paper's call, on the paper's figure */
+				x->paper_cls = x->skipped ? CLS_NEUTRAL : classify(x->e_skill / x->e_base, o->delta);
+				x->on_device = o->time == REPORT_TIME_DEVICE && device_known(src) && device_known(base) &&
+					       device_known(sk);
+				if (x->on_device) {
+					x->e_base = effective_device(base, o->e_fail);
+					x->e_skill = effective_device(sk, o->e_fail);
+					x->e_source = effective_device(src, o->e_fail);
+				}
 				x->ratio = x->skipped ? 1 : x->e_skill / x->e_base;
 				x->logr = log(x->ratio);
-				int unused, s;
-				x->paper_cls = x->skipped ? CLS_NEUTRAL : classify(x->ratio, o->delta);
 				x->cls = x->skipped ? CLS_NEUTRAL : call(sk, base, x->ratio, o, &x->by_intervals);
 				s = classify(x->e_source / x->e_base, o->delta);
 				x->paper_standing = s == CLS_HELPED ? ST_ABOVE : s == CLS_HARMED ? ST_BELOW : ST_SAME;
@@ -1328,6 +1353,13 @@ static json_t *paired_json(const struct paired *pd, const struct report_opts *o)
 				   "by_source_standing", standing, "reverse", reverse);
 	if (o->calls == REPORT_CALLS_INTERVALS)
 		json_object_set_new(paired, "calls", calls_json(cmps, n));
+	if (o->time == REPORT_TIME_DEVICE) {
+		json_int_t dev = 0;
+		for (size_t i = 0; i < n; i++)
+			dev += cmps[i].on_device;
+		json_object_set_new(paired, "time", json_pack("{s:I, s:I}", "on_device", dev,
+							      "end_to_end", (json_int_t)n - dev));
+	}
 	return paired;
 }
 
@@ -1371,6 +1403,16 @@ static json_t *legend(const struct report_opts *o)
 			"an arm failed or has no interval, the paper's rule: helped if r >= 1 + delta, harmed if "
 			"r <= 1/(1 + delta), neutral otherwise (a skipped skill arm is neutral); paired.calls counts "
 			"what the intervals changed; T, H: helped and harmed shares; dGM: geometric mean of r minus 1"));
+	if (l && o->time == REPORT_TIME_DEVICE)
+		json_object_set_new(l, "paired", json_string(
+			"(ours) per comparison (resolved cell-replicate), on the kernels' GPU time (--time device): "
+			"effective speedup e = eager ms / the final evaluation's timing.device_ms (the median GPU time "
+			"of a timed call's kernels, from the launch recorder) if passed, else e_fail; a comparison "
+			"where a passing arm lacks device_ms uses the paper's e = speedup for all its arms "
+			"(paired.time counts both); r = e_skill / e_solo; helped if r >= 1 + delta, harmed if "
+			"r <= 1/(1 + delta), neutral otherwise (a skipped skill arm is neutral); T, H: helped and "
+			"harmed shares; dGM: geometric mean of r minus 1; the scores (R@t, S) stay on the paper's "
+			"figure"));
 	return l;
 }
 
@@ -1384,6 +1426,7 @@ struct report {
 	struct store *trials;   /* the HTML's trial pages come from here, or NULL */
 	const char *trials_model;
 	enum report_calls calls;
+	enum report_time time;
 };
 
 void report_set_trial_pages(struct report *r, struct store *s, const char *model)
@@ -1404,8 +1447,9 @@ struct report *report_compute(struct store *s, const struct catalog *catalog, co
 	struct report *rep = xcalloc(1, sizeof(*rep));
 	rep->data = (struct loader){catalog, NULL, 0, 0};
 	rep->calls = o->calls;
-	int intervals = o->calls == REPORT_CALLS_INTERVALS;
-	if (store_trial_results(s, o->model, intervals, load_row, &rep->data) != 0) {
+	rep->time = o->time;
+	int extras = o->calls == REPORT_CALLS_INTERVALS || o->time == REPORT_TIME_DEVICE;
+	if (store_trial_results(s, o->model, extras, load_row, &rep->data) != 0) {
 		report_free(rep);
 		return NULL;
 	}
@@ -1446,6 +1490,8 @@ struct report *report_compute(struct store *s, const struct catalog *catalog, co
 			      "models", models);
 	if (o->calls == REPORT_CALLS_INTERVALS)
 		json_object_set_new(json_object_get(r, "options"), "calls", json_string("intervals"));
+	if (o->time == REPORT_TIME_DEVICE)
+		json_object_set_new(json_object_get(r, "options"), "time", json_string("device"));
 	/* One model (and decoding): the published results.json's top level too. */
 	if (json_array_size(models) == 1) {
 		json_t *m = json_array_get(models, 0);
@@ -1573,6 +1619,11 @@ static int write_json(FILE *f, const struct report *r)
 			if (r->calls == REPORT_CALLS_INTERVALS) { /* which rule called it, and the paper's call */
 				out_s(o, x->by_intervals ? "\",\"call\":\"intervals" : "\",\"call\":\"paper");
 				out_s(o, "\",\"paper_class\":\"");
+				out_s(o, cls_names[x->paper_cls + 1]);
+			}
+			if (r->time == REPORT_TIME_DEVICE) { /* on which figure, and the paper's call */
+				out_s(o, x->on_device ? "\",\"on_device\":true,\"paper_class\":\""
+						      : "\",\"on_device\":false,\"paper_class\":\"");
 				out_s(o, cls_names[x->paper_cls + 1]);
 			}
 			out_s(o, "\",\"standing\":\"");

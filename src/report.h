@@ -17,6 +17,13 @@
 extern const double report_thresholds[REPORT_NTHRESHOLDS]; /* 0, 0.5, 1, 2, 4 */
 
 /* How a comparison is called helped or harmed (--calls). */
+/* What the paired comparisons compare. */
+enum report_time {
+	REPORT_TIME_E2E,     /* the paper's end-to-end kernel median (the speedup over eager) */
+	REPORT_TIME_DEVICE,  /* (ours) the kernels' GPU time (timing.device_ms): eager / device
+				ms, where every passing arm of a comparison has it */
+};
+
 enum report_calls {
 	REPORT_CALLS_PAPER,      /* the ratio rule alone (PROTOCOL.md's fixed delta) */
 	REPORT_CALLS_INTERVALS,  /* the ratio rule, and the arms' speedup intervals separate */
@@ -29,9 +36,10 @@ struct report_opts {
 	uint64_t seed;           /* of the bootstrap's generator */
 	int bootstrap;           /* resamples (0: none); drawn only where replicates exist */
 	enum report_calls calls; /* REPORT_CALLS_PAPER */
+	enum report_time time;   /* REPORT_TIME_E2E */
 };
 
-#define REPORT_OPTS_INIT { NULL, 0.1, 0.05, 1, 1000, REPORT_CALLS_PAPER }
+#define REPORT_OPTS_INIT { NULL, 0.1, 0.05, 1, 1000, REPORT_CALLS_PAPER, REPORT_TIME_E2E }
 
 struct report;
 

@@ -197,8 +197,10 @@ static int write_model(FILE *f, const json_t *m, int md)
 	bad |= table_print(f, &t);
 
 	const json_t *boot = json_object_get(pa, "bootstrap"), *calls = json_object_get(pa, "calls");
-	bad |= fprintf(f, "\n%sPaired transfer: e = speedup if passed else %g; r = e_skill / e_solo; helped "
-		       "r >= %g, harmed r <= 1/%g%s; 95%% intervals: %s\n%s", h2, num(pa, "e_fail"),
+	const json_t *on_device = json_object_get(pa, "time");
+	bad |= fprintf(f, "\n%sPaired transfer: e = %s if passed else %g; r = e_skill / e_solo; helped "
+		       "r >= %g, harmed r <= 1/%g%s; 95%% intervals: %s\n%s", h2,
+		       on_device ? "eager ms / the kernels' GPU time (device_ms)" : "speedup", num(pa, "e_fail"),
 		       1 + num(pa, "delta"), 1 + num(pa, "delta"),
 		       calls ? " and the speedup intervals separate where both arms passed with one" : "",
 		       json_is_object(boot) ? "bootstrap over problems and replicates"
@@ -220,6 +222,10 @@ static int write_model(FILE *f, const json_t *m, int md)
 		       "harmed in %lld, neutral in %lld, unresolved in %lld\n\n",
 		       count(rv, "helped"), count(rv, "reverse_helped"), count(rv, "reverse_harmed"),
 		       count(rv, "reverse_neutral"), count(rv, "reverse_unresolved")) < 0;
+	if (on_device)
+		bad |= fprintf(f, "On the kernels' GPU time: %lld comparisons; %lld stayed on the end-to-end "
+			       "speedup (a passing arm without device_ms)\n\n",
+			       count(on_device, "on_device"), count(on_device, "end_to_end")) < 0;
 	if (calls)
 		bad |= fprintf(f, "Calls by intervals: %lld comparisons had both arms passed with a speedup "
 			       "interval (the rest by the ratio alone); the intervals turned %lld calls neutral "

@@ -120,10 +120,10 @@ json_t *store_trials_summary(struct store *s)
 	return s->ops->trials_summary(s);
 }
 
-int store_trial_results(struct store *s, const char *model, int intervals,
+int store_trial_results(struct store *s, const char *model, int extras,
 			int (*fn)(const struct trial_result *t, void *arg), void *arg)
 {
-	return s->ops->trial_results(s, model, intervals, fn, arg);
+	return s->ops->trial_results(s, model, extras, fn, arg);
 }
 
 long store_count_evaluations(struct store *s, const char *status)

@@ -136,6 +136,9 @@ struct trial_result {
 	const char *speedup_ci;       /* the final evaluation's 95% interval of its speedup as the
 				       * grader's JSON text "[lo, hi]" (result.speedup_ci), NULL
 				       * when absent; report.c checks it */
+	double device_ms;             /* (ours) the final evaluation's timing.device_ms (the
+				       * kernels' GPU time per timed call, from the launch
+				       * recorder); < 0 when absent or not read */
 	long long input_tokens, cached_tokens, output_tokens;
 	double cost_usd, agent_s;
 	int wrote_skill;              /* the attempt left a non-empty SKILL.md */
@@ -145,9 +148,10 @@ struct trial_result {
 /* Call fn for every live trial (of model, or of all models when NULL),
  * ordered by model, decoding, problem, replicate and arm; fn's nonzero
  * return stops the walk and is returned. 0, or -1 on a store error.
- * intervals: also read speedup_ci (it parses every final evaluation's
- * stored result: only for `mkb report --calls intervals`); else it is NULL. */
-int store_trial_results(struct store *s, const char *model, int intervals,
+ * extras: also read speedup_ci and device_ms from the final evaluation's
+ * stored result (it parses every one: only for `mkb report --calls
+ * intervals` or `--time device`); else they are NULL and -1. */
+int store_trial_results(struct store *s, const char *model, int extras,
 			int (*fn)(const struct trial_result *t, void *arg), void *arg);
 
 /* ---- the queue of mkb worker (PostgreSQL; SQLite says it has none) -------

@@ -37,7 +37,7 @@ struct store_ops {
 	char *(*attempt_skill)(struct store *s, int64_t attempt);
 	double (*model_cost)(struct store *s, const char *model);
 	json_t *(*trials_summary)(struct store *s);
-	int (*trial_results)(struct store *s, const char *model, int intervals,
+	int (*trial_results)(struct store *s, const char *model, int extras,
 			     int (*fn)(const struct trial_result *t, void *arg), void *arg);
 	long (*count_evaluations)(struct store *s, const char *status);
 	/* the queue of mkb worker; NULL where the backend has none */

@@ -780,12 +780,12 @@ static json_t *pg_trials_summary(struct store *s)
 	return rows;
 }
 
-static int pg_trial_results(struct store *s, const char *model, int intervals,
+static int pg_trial_results(struct store *s, const char *model, int extras,
 			    int (*fn)(const struct trial_result *t, void *arg), void *arg)
 {
 	struct params p = {0};
 	p_text(&p, model);
-	p_int(&p, intervals != 0);
+	p_int(&p, extras != 0);
 	PGresult *r = query(s, "trial results",
 		"SELECT t.name, t.model, t.decoding, t.arm, t.dsl, t.status, t.note, a.reason,"
 		" t.problem, t.replicate, t.attempt, e.passed, e.speedup, e.kernel_ms, e.eager_ms,"
@@ -797,7 +797,10 @@ static int pg_trial_results(struct store *s, const char *model, int intervals,
 		 * json, which fails the whole read on one malformed result
 		 * (PostgreSQL 15 has no validity test that does not throw);
 		 * report.c parses and checks it. Only when asked ($2). */
-		" CASE WHEN $2::int <> 0 THEN substring(e.result from '\"speedup_ci\":\\s*(\\[[^]]*\\])') END"
+		" CASE WHEN $2::int <> 0 THEN substring(e.result from '\"speedup_ci\":\\s*(\\[[^]]*\\])') END,"
+		/* timing.device_ms likewise: the only key of that name, a JSON number */
+		" CASE WHEN $2::int <> 0 THEN substring(e.result from"
+		"  '\"device_ms\":\\s*(-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?)')::float8 END"
 		" FROM trials t LEFT JOIN attempts a ON a.id = t.attempt"
 		" LEFT JOIN evaluations e ON e.id = a.final_evaluation"
 		" LEFT JOIN evaluations h ON h.id = a.heldout_evaluation"
@@ -824,6 +827,7 @@ static int pg_trial_results(struct store *s, const char *model, int intervals,
 			.heldout_passed = value(r, i, 23) ? (int)value_int(r, i, 23) : -1,
 			.heldout_speedup = value_real(r, i, 24),
 			.gpu = value(r, i, 25), .workload = value(r, i, 26), .speedup_ci = value(r, i, 27),
+			.device_ms = value_real(r, i, 28),
 		};
 		stop = fn(&t, arg);
 	}

@@ -716,7 +716,7 @@ static long long column_count(sqlite3_stmt *st, int i)
 	return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
 }
 
-static int sq_trial_results(struct store *s, const char *model, int intervals,
+static int sq_trial_results(struct store *s, const char *model, int extras,
 			int (*fn)(const struct trial_result *t, void *arg), void *arg)
 {
 	static const char sql[] =
@@ -729,7 +729,10 @@ static int sq_trial_results(struct store *s, const char *model, int intervals,
 		 * it parses every stored result; json_extract alone would fail
 		 * the whole read on one malformed result */
 		" CASE WHEN ?2 AND json_valid(e.result) THEN CASE json_type(e.result, '$.speedup_ci')"
-		"  WHEN 'array' THEN json_extract(e.result, '$.speedup_ci') END END"
+		"  WHEN 'array' THEN json_extract(e.result, '$.speedup_ci') END END,"
+		" CASE WHEN ?2 AND json_valid(e.result) THEN CASE json_type(e.result, '$.timing.device_ms')"
+		"  WHEN 'real' THEN json_extract(e.result, '$.timing.device_ms')"
+		"  WHEN 'integer' THEN json_extract(e.result, '$.timing.device_ms') END END"
 		" FROM trials t LEFT JOIN attempts a ON a.id = t.attempt"
 		" LEFT JOIN evaluations e ON e.id = a.final_evaluation"
 		" LEFT JOIN evaluations h ON h.id = a.heldout_evaluation"
@@ -738,7 +741,7 @@ static int sq_trial_results(struct store *s, const char *model, int intervals,
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return sql_error(s, "prepare trial results");
-	int rc = bind_text(st, 1, model) | sqlite3_bind_int(st, 2, intervals != 0), stop = 0;
+	int rc = bind_text(st, 1, model) | sqlite3_bind_int(st, 2, extras != 0), stop = 0;
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct trial_result t = {
 			.name = (const char *)sqlite3_column_text(st, 0),
@@ -769,6 +772,7 @@ static int sq_trial_results(struct store *s, const char *model, int intervals,
 			.gpu = (const char *)sqlite3_column_text(st, 25),
 			.workload = (const char *)sqlite3_column_text(st, 26),
 			.speedup_ci = (const char *)sqlite3_column_text(st, 27),
+			.device_ms = column_real(st, 28),
 		};
 		if ((stop = fn(&t, arg)) != 0)
 			break;

@@ -206,7 +206,7 @@ for i, line in enumerate(open(sys.argv[1]).read().splitlines()):
           int(prob), dsl, 1, "f", status, i + 1, now))))
 PY
 
-expect 'the report reads the same from PostgreSQL as from SQLite, speedup intervals included (--calls intervals)' '
+expect 'the report reads the same from PostgreSQL as from SQLite, speedup intervals (--calls intervals) and device times (--time device) included' '
 	python3 "$TMP/ci_sql.py" "$TMP/ci.spec" >ci.sql
 	"$PGBIN/createdb" -h 127.0.0.1 -p "$PORT" -U mkb mkbci
 	CI_URL="postgres://mkb@127.0.0.1:$PORT/mkbci"
@@ -230,6 +230,33 @@ for calls in ("paper", "intervals"):
 c = pg["models"][0]["paired"]
 assert c["calls"]["turned_neutral"] == 2 and c["calls"]["n_by_intervals"] == 4, c["calls"]
 assert (c["groups"]["all"]["helped"], c["groups"]["all"]["harmed"], c["groups"]["all"]["neutral"]) == (3, 3, 2)
+PY
+	# timing.device_ms read by both (--time device): numbers with and
+	# without an exponent, one passing row without it (its comparisons stay
+	# end to end)
+	python3 - "$TMP/ci.spec" >dev.sql <<PY
+import json, sys
+rows = [l.split() for l in open(sys.argv[1]).read().splitlines() if l.strip()]
+for i, (prob, arm, speed, ci) in enumerate(rows):
+    if speed == "-" or ci == "bad":
+        continue
+    r = {"status": "passed", "speedup_ci": None if ci in ("null", "-") else [float(x) for x in ci.split(":")],
+         "timing": {"device_ms": None if i == 0 else 0.00001 * (i + 1)}}
+    print("UPDATE evaluations SET eager_ms = 1.0, result = \x27%s\x27 WHERE id = %d;"
+          % (json.dumps(r, separators=(",", ":")), i + 1))
+PY
+	grep -q "e-05" dev.sql
+	"$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U mkb -d mkbci -f dev.sql
+	python3 -c "import sqlite3; db = sqlite3.connect(\"ci.db\"); db.executescript(open(\"dev.sql\").read()); db.commit()"
+	"$MKB" report --store "$CI_URL" --format json --time device >pg-dev.json
+	"$MKB" report --store ci.db --format json --time device >sq-dev.json
+	python3 - <<PY
+import json
+pg, sq = (json.load(open("%s-dev.json" % b)) for b in ("pg", "sq"))
+assert pg.pop("store").startswith("postgres://") and sq.pop("store") == "ci.db"
+assert pg == sq
+t = sq["models"][0]["paired"]["time"]
+assert t["on_device"] > 0 and t["end_to_end"] > 0, t
 PY
 '
 

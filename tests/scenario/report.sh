@@ -553,6 +553,72 @@ PY
 	[ $rc = 2 ] && grep -q "calls must be paper or intervals" err.txt
 '
 
+# --time device: end-to-end speedups that disagree with the kernels' GPU time.
+# Every final evaluation took 1.0 ms eager; device_ms below (- : none recorded).
+#   28: solos 2.0x e2e, device 0.10 ms (e = 10); the tirx skill arm 2.6x e2e
+#       but 0.10 ms on the device (e2e helped, device neutral); the cutedsl
+#       skill arm 1.5x e2e but 0.05 ms (e2e harmed, device helped: r = 2)
+#   36: solo_tirx has no device_ms, so both directions stay end to end
+#       (it is the base of one and the source of the other)
+cat >"$TMP/dev.spec" <<'S'
+m 28 1 solo_cutedsl passed 1 2.0 y 0 0 0.5 H200 null
+m 28 1 solo_tirx passed 1 2.0 y 0 0 0.5 H200 null
+m 28 1 cutedsl2tirx_skill passed 1 2.6 n 0 0 0.38 H200 null
+m 28 1 tirx2cutedsl_skill passed 1 1.5 n 0 0 0.67 H200 null
+m 36 1 solo_cutedsl passed 1 3.0 y 0 0 0.33 H200 null
+m 36 1 solo_tirx passed 1 3.0 y 0 0 0.33 H200 null
+m 36 1 cutedsl2tirx_skill passed 1 3.0 n 0 0 0.33 H200 null
+m 36 1 tirx2cutedsl_skill failed 0 - n 0 0 - - null
+S
+expect '--time device (ours): paired comparisons on the kernels GPU time where every passing arm has it; e2e (the default) unchanged' '
+	mkstore dev.db <"$TMP/dev.spec"
+	python3 - <<PY
+import json, sqlite3
+db = sqlite3.connect("dev.db")
+device = {(28, "solo_cutedsl"): 0.10, (28, "solo_tirx"): 0.10, (28, "cutedsl2tirx_skill"): 0.10,
+          (28, "tirx2cutedsl_skill"): 0.05, (36, "solo_cutedsl"): 0.2, (36, "cutedsl2tirx_skill"): 0.1}
+rows = db.execute("select e.id, a.problem, a.arm, e.result from attempts a join evaluations e on e.id = a.final_evaluation").fetchall()
+for eid, prob, arm, result in rows:
+    r = json.loads(result)
+    r["timing"] = {"device_ms": device.get((prob, arm))}
+    db.execute("update evaluations set eager_ms = 1.0, result = ? where id = ?", (json.dumps(r, separators=(",", ":")), eid))
+db.commit()
+PY
+	"$MKB" report --store dev.db --format json >e2e.json
+	"$MKB" report --store dev.db --format json --time e2e >e2e2.json
+	cmp e2e.json e2e2.json
+	"$MKB" report --store dev.db --format json --time device >dev.json
+	p() { jget "models.0.paired.$1" <"$2"; }
+	[ "$(p groups.all.helped e2e.json)/$(p groups.all.harmed e2e.json)/$(p groups.all.neutral e2e.json)" = 1/2/1 ]
+	[ "$(p groups.all.helped dev.json)/$(p groups.all.harmed dev.json)/$(p groups.all.neutral dev.json)" = 1/1/2 ]
+	[ "$(p time dev.json)" = "{\"on_device\": 2, \"end_to_end\": 2}" ]
+	[ "$(jget options.time <dev.json)" = "\"device\"" ]
+	jget legend.paired <dev.json | grep -q "on the kernels.* GPU time (--time device)"
+	! grep -q "\"time\"\|--time" e2e.json
+	python3 - <<PY
+import json
+c = {(x["number"], x["direction"]): (x["class"], round(x["ratio"], 9), x["on_device"], x["paper_class"])
+     for x in json.load(open("dev.json"))["comparisons"]}
+want = {(28, "cutedsl2tirx"): ("neutral", 1.0, True, "helped"), (28, "tirx2cutedsl"): ("helped", 2.0, True, "harmed"),
+        (36, "cutedsl2tirx"): ("neutral", 1.0, False, "neutral"),
+        (36, "tirx2cutedsl"): ("harmed", round(0.1 / 3.0, 9), False, "harmed")}
+assert c == want, c
+# the scores stay on the paper figure
+e, d = json.load(open("e2e.json")), json.load(open("dev.json"))
+assert e["models"][0]["overall"] == d["models"][0]["overall"]
+PY
+	"$MKB" report --store dev.db --time device >dev.txt
+	grep -q "Paired transfer: e = eager ms / the kernels.* GPU time (device_ms) if passed else 0.1;" dev.txt
+	grep -q "^On the kernels.* GPU time: 2 comparisons; 2 stayed on the end-to-end speedup" dev.txt
+	! "$MKB" report --store dev.db | grep -q "device_ms\|On the kernels"
+	set +e
+	"$MKB" report --store dev.db --time device --calls intervals >/dev/null 2>err.txt; rc=$?
+	"$MKB" report --store dev.db --time wall >/dev/null 2>err2.txt; rc2=$?
+	set -e
+	[ $rc = 2 ] && grep -q "not with --time device" err.txt
+	[ $rc2 = 2 ] && grep -q "time must be e2e or device" err2.txt
+'
+
 expect 'the report only reads: a missing store is an error and is not created; bad flags are usage errors' '
 	set +e
 	"$MKB" report --store nothere.db; rc1=$?
