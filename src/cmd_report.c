@@ -203,22 +203,20 @@ int cmd_report(int argc, char **argv)
 			if (parse_positive_double(optarg, &o.delta) < 0)
 				return usage_error("report", "--delta must be a number > 0, not '%s'", optarg);
 			break;
-		case OPT_CALLS:
-			if (!strcmp(optarg, "paper"))
-				o.calls = REPORT_CALLS_PAPER;
-			else if (!strcmp(optarg, "intervals"))
-				o.calls = REPORT_CALLS_INTERVALS;
+		case OPT_CALLS: /* the rule of the paired calls, and the figure they compare (ours) */
+		case OPT_TIME: {
+			const char *const *names = c == OPT_CALLS ? (const char *const[]){"paper", "intervals"}
+								  : (const char *const[]){"e2e", "device"};
+			int which = !strcmp(optarg, names[0]) ? 0 : !strcmp(optarg, names[1]) ? 1 : -1;
+			if (which < 0)
+				return usage_error("report", "--%s must be %s or %s, not '%s'",
+						   c == OPT_CALLS ? "calls" : "time", names[0], names[1], optarg);
+			if (c == OPT_CALLS)
+				o.calls = which ? REPORT_CALLS_INTERVALS : REPORT_CALLS_PAPER;
 			else
-				return usage_error("report", "--calls must be paper or intervals, not '%s'", optarg);
+				o.time = which ? REPORT_TIME_DEVICE : REPORT_TIME_E2E;
 			break;
-		case OPT_TIME:
-			if (!strcmp(optarg, "e2e"))
-				o.time = REPORT_TIME_E2E;
-			else if (!strcmp(optarg, "device"))
-				o.time = REPORT_TIME_DEVICE;
-			else
-				return usage_error("report", "--time must be e2e or device, not '%s'", optarg);
-			break;
+		}
 		case OPT_SEED:
 			if (parse_seed(optarg, &o.seed) < 0)
 				return usage_error("report", "--seed must be an integer >= 0, not '%s'", optarg);

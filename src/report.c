@@ -1393,26 +1393,28 @@ static json_t *legend(const struct report_opts *o)
 		"percentile intervals of a paired bootstrap resampling problems, then replicates within each "
 		"problem; sign and Wilcoxon signed-rank tests on log r (zeros dropped), exact McNemar on pass/fail "
 		"pairs; see docs/report.md");
-	if (l && o->calls == REPORT_CALLS_INTERVALS)
-		json_object_set_new(l, "paired", json_string(
-			"(ours) per comparison (resolved cell-replicate): effective speedup e = speedup if passed else "
-			"e_fail; r = e_skill / e_solo; calls by intervals (--calls intervals): where both arms passed "
-			"with a speedup interval (the grader's 95% speedup_ci from the evaluation's own calls), helped "
-			"if r >= 1 + delta and the skill arm's interval lies wholly above the solo's (lower bound > the "
-			"solo's upper), harmed if r <= 1/(1 + delta) and it lies wholly below, neutral otherwise; where "
-			"an arm failed or has no interval, the paper's rule: helped if r >= 1 + delta, harmed if "
-			"r <= 1/(1 + delta), neutral otherwise (a skipped skill arm is neutral); paired.calls counts "
-			"what the intervals changed; T, H: helped and harmed shares; dGM: geometric mean of r minus 1"));
-	if (l && o->time == REPORT_TIME_DEVICE)
-		json_object_set_new(l, "paired", json_string(
-			"(ours) per comparison (resolved cell-replicate), on the kernels' GPU time (--time device): "
-			"effective speedup e = eager ms / the final evaluation's timing.device_ms (the median GPU time "
-			"of a timed call's kernels, from the launch recorder) if passed, else e_fail; a comparison "
-			"where a passing arm lacks device_ms uses the paper's e = speedup for all its arms "
-			"(paired.time counts both); r = e_skill / e_solo; helped if r >= 1 + delta, harmed if "
-			"r <= 1/(1 + delta), neutral otherwise (a skipped skill arm is neutral); T, H: helped and "
-			"harmed shares; dGM: geometric mean of r minus 1; the scores (R@t, S) stay on the paper's "
-			"figure"));
+	/* the rule the paired comparisons were called by, where not the paper's */
+	const char *paired = o->calls == REPORT_CALLS_INTERVALS
+		? "(ours) per comparison (resolved cell-replicate): effective speedup e = speedup if passed else "
+		  "e_fail; r = e_skill / e_solo; calls by intervals (--calls intervals): where both arms passed "
+		  "with a speedup interval (the grader's 95% speedup_ci from the evaluation's own calls), helped "
+		  "if r >= 1 + delta and the skill arm's interval lies wholly above the solo's (lower bound > the "
+		  "solo's upper), harmed if r <= 1/(1 + delta) and it lies wholly below, neutral otherwise; where "
+		  "an arm failed or has no interval, the paper's rule: helped if r >= 1 + delta, harmed if "
+		  "r <= 1/(1 + delta), neutral otherwise (a skipped skill arm is neutral); paired.calls counts "
+		  "what the intervals changed; T, H: helped and harmed shares; dGM: geometric mean of r minus 1"
+		: o->time == REPORT_TIME_DEVICE
+		? "(ours) per comparison (resolved cell-replicate), on the kernels' GPU time (--time device): "
+		  "effective speedup e = eager ms / the final evaluation's timing.device_ms (the median GPU time "
+		  "of a timed call's kernels, from the launch recorder) if passed, else e_fail; a comparison "
+		  "where a passing arm lacks device_ms uses the paper's e = speedup for all its arms "
+		  "(paired.time counts both); r = e_skill / e_solo; helped if r >= 1 + delta, harmed if "
+		  "r <= 1/(1 + delta), neutral otherwise (a skipped skill arm is neutral); T, H: helped and "
+		  "harmed shares; dGM: geometric mean of r minus 1; the scores (R@t, S) stay on the paper's "
+		  "figure"
+		: NULL;
+	if (l && paired)
+		json_object_set_new(l, "paired", json_string(paired));
 	return l;
 }
 

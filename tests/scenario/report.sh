@@ -74,6 +74,11 @@ for k in sys.argv[1].split("."):
     v = v[int(k)] if isinstance(v, list) else v[k]
 print(json.dumps(v))' "$1"
 }
+# hhn FILE [GROUP]: helped/harmed/neutral of the first model's paired group (all)
+hhn() {
+	local g=models.0.paired.groups.${2:-all}
+	echo "$(jget $g.helped <"$1")/$(jget $g.harmed <"$1")/$(jget $g.neutral <"$1")"
+}
 # near A B [tol]: |A - B| <= tol (1e-9)
 near() { python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); t = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-9; sys.exit(0 if abs(a - b) <= t else 1)' "$@" || { echo "not near: $*"; return 1; }; }
 
@@ -515,8 +520,8 @@ expect '--calls intervals: helped or harmed only where the speedup intervals sep
 	cmp cp.json cp2.json
 	"$MKB" report --store ci.db --format json --calls intervals >ci.json
 	p() { jget "models.0.paired.$1" <"$2"; }
-	[ "$(p groups.all.helped cp.json)/$(p groups.all.harmed cp.json)/$(p groups.all.neutral cp.json)" = 4/4/0 ]
-	[ "$(p groups.all.helped ci.json)/$(p groups.all.harmed ci.json)/$(p groups.all.neutral ci.json)" = 3/3/2 ]
+	[ "$(hhn cp.json)" = 4/4/0 ]
+	[ "$(hhn ci.json)" = 3/3/2 ]
 	[ "$(p groups.cutedsl2tirx.helped ci.json)/$(p groups.cutedsl2tirx.harmed ci.json)" = 1/1 ]
 	[ "$(p groups.tirx2cutedsl.helped ci.json)/$(p groups.tirx2cutedsl.harmed ci.json)" = 2/2 ]
 	[ "$(p by_source_standing.above.n cp.json)/$(p by_source_standing.same.n cp.json)/$(p by_source_standing.below.n cp.json)" = 2/4/2 ]
@@ -588,10 +593,9 @@ PY
 	"$MKB" report --store dev.db --format json --time e2e >e2e2.json
 	cmp e2e.json e2e2.json
 	"$MKB" report --store dev.db --format json --time device >dev.json
-	p() { jget "models.0.paired.$1" <"$2"; }
-	[ "$(p groups.all.helped e2e.json)/$(p groups.all.harmed e2e.json)/$(p groups.all.neutral e2e.json)" = 1/2/1 ]
-	[ "$(p groups.all.helped dev.json)/$(p groups.all.harmed dev.json)/$(p groups.all.neutral dev.json)" = 1/1/2 ]
-	[ "$(p time dev.json)" = "{\"on_device\": 2, \"end_to_end\": 2}" ]
+	[ "$(hhn e2e.json)" = 1/2/1 ]
+	[ "$(hhn dev.json)" = 1/1/2 ]
+	[ "$(jget models.0.paired.time <dev.json)" = "{\"on_device\": 2, \"end_to_end\": 2}" ]
 	[ "$(jget options.time <dev.json)" = "\"device\"" ]
 	jget legend.paired <dev.json | grep -q "on the kernels.* GPU time (--time device)"
 	! grep -q "\"time\"\|--time" e2e.json
