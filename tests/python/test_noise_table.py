@@ -16,6 +16,16 @@ def table(path):
     return subprocess.run([sys.executable, TABLE, path], capture_output=True, text=True, check=True).stdout
 
 
+def table_of(rows):
+    """The table of rows written to a file of their own."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        f.write("\n".join(json.dumps(r) for r in rows) + "\n")
+    try:
+        return table(f.name)
+    finally:
+        os.unlink(f.name)
+
+
 def cells(out, start):
     row = next(line for line in io.StringIO(out) if line.startswith(start))
     return [c.strip() for c in row.strip().strip("|").split("|")]
@@ -69,12 +79,7 @@ class NoiseTableTest(unittest.TestCase):
         self.assertNotIn("reduced", out)  # no side-by-side table without reduced rows
 
     def test_default_beside_reduced(self):
-        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-            f.write("\n".join(json.dumps(r) for r in AB_ROWS) + "\n")
-        try:
-            out = table(f.name)
-        finally:
-            os.unlink(f.name)
+        out = table_of(AB_ROWS)
         c = cells(out, "| 36_rmsnorm/cutedsl |")  # the side-by-side table comes first
         self.assertEqual(c[1], "3 of 4, 3 of 3")
         self.assertEqual(c[2], "0.0900 0.1300 0.1200")
@@ -105,12 +110,7 @@ class NoiseTableTest(unittest.TestCase):
     def test_the_bar_on_the_kernels_gpu_time(self):
         # end-to-end medians 0.15-0.18 ms (18.2%), GPU time 0.0860-0.0862 ms (0.2%)
         rows = [ev("default", k, device=d) for k, d in ((0.15, 0.0860), (0.18, 0.0862), (0.165, 0.0861))]
-        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-            f.write("\n".join(json.dumps(r) for r in rows) + "\n")
-        try:
-            out = table(f.name)
-        finally:
-            os.unlink(f.name)
+        out = table_of(rows)
         self.assertEqual(cells(out, "| 36_rmsnorm/cutedsl")[10], "0.2%")
         self.assertIn("kernels with a median >= 50 us: 0 of 1 within 2% between evaluations "
                       "(issue 11's bar); worst 18.2%", out)

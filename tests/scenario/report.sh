@@ -79,6 +79,17 @@ hhn() {
 	local g=models.0.paired.groups.${2:-all}
 	echo "$(jget $g.helped <"$1")/$(jget $g.harmed <"$1")/$(jget $g.neutral <"$1")"
 }
+# rule_reports DB FLAG DEFAULT OURS BASE MINE: the JSON report of DB without
+# --FLAG (BASE.json) equals the one with --FLAG DEFAULT and names no FLAG;
+# with --FLAG OURS (MINE.json) its options record it
+rule_reports() {
+	"$MKB" report --store "$1" --format json >"$5.json"
+	"$MKB" report --store "$1" --format json --"$2" "$3" >"$5-default.json"
+	cmp "$5.json" "$5-default.json"
+	"$MKB" report --store "$1" --format json --"$2" "$4" >"$6.json"
+	[ "$(jget options."$2" <"$6.json")" = "\"$4\"" ]
+	! grep -q "\"$2\"\|--$2" "$5.json"
+}
 # near A B [tol]: |A - B| <= tol (1e-9)
 near() { python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); t = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-9; sys.exit(0 if abs(a - b) <= t else 1)' "$@" || { echo "not near: $*"; return 1; }; }
 
@@ -515,10 +526,7 @@ S
 
 expect '--calls intervals: helped or harmed only where the speedup intervals separate; paper (the default) unchanged' '
 	mkstore ci.db <"$TMP/ci.spec"
-	"$MKB" report --store ci.db --format json >cp.json
-	"$MKB" report --store ci.db --format json --calls paper >cp2.json
-	cmp cp.json cp2.json
-	"$MKB" report --store ci.db --format json --calls intervals >ci.json
+	rule_reports ci.db calls paper intervals cp ci
 	p() { jget "models.0.paired.$1" <"$2"; }
 	[ "$(hhn cp.json)" = 4/4/0 ]
 	[ "$(hhn ci.json)" = 3/3/2 ]
@@ -528,9 +536,7 @@ expect '--calls intervals: helped or harmed only where the speedup intervals sep
 	[ "$(p by_source_standing.above.n ci.json)/$(p by_source_standing.same.n ci.json)/$(p by_source_standing.below.n ci.json)" = 1/6/1 ]
 	[ "$(p calls ci.json)" = "{\"rule\": \"intervals\", \"n_by_intervals\": 4, \"n_by_paper_rule\": 4, \"turned_neutral\": 2, \"turned_neutral_helped\": 1, \"turned_neutral_harmed\": 1, \"standing_turned_same\": 2}" ]
 	# the rule is recorded: options, legend, each comparison; the paper'"'"'s output has none of it
-	[ "$(jget options.calls <ci.json)" = "\"intervals\"" ]
 	jget legend.paired <ci.json | grep -q "calls by intervals (--calls intervals)"
-	! grep -q "\"calls\"\|--calls" cp.json
 	python3 - <<PY
 import json
 c = {(x["number"], x["direction"]): (x["class"], x["paper_class"], x["call"])
@@ -589,16 +595,11 @@ for eid, prob, arm, result in rows:
     db.execute("update evaluations set eager_ms = 1.0, result = ? where id = ?", (json.dumps(r, separators=(",", ":")), eid))
 db.commit()
 PY
-	"$MKB" report --store dev.db --format json >e2e.json
-	"$MKB" report --store dev.db --format json --time e2e >e2e2.json
-	cmp e2e.json e2e2.json
-	"$MKB" report --store dev.db --format json --time device >dev.json
+	rule_reports dev.db time e2e device e2e dev
 	[ "$(hhn e2e.json)" = 1/2/1 ]
 	[ "$(hhn dev.json)" = 1/1/2 ]
 	[ "$(jget models.0.paired.time <dev.json)" = "{\"on_device\": 2, \"end_to_end\": 2}" ]
-	[ "$(jget options.time <dev.json)" = "\"device\"" ]
 	jget legend.paired <dev.json | grep -q "on the kernels.* GPU time (--time device)"
-	! grep -q "\"time\"\|--time" e2e.json
 	python3 - <<PY
 import json
 c = {(x["number"], x["direction"]): (x["class"], round(x["ratio"], 9), x["on_device"], x["paper_class"])
