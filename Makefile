@@ -68,13 +68,11 @@ $(OBJ)/%.o: %.c $(OBJ)/.flags Makefile | $(DEBS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(OBJ_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(AOBJ)/tests/%.o: tests/%.c $(AOBJ)/.flags Makefile | $(DEBS_STAMP)
+# the unit tests' objects see src/ and the generated unit_suites.h
+$(AOBJ)/tests/%.o: XCFLAGS = $(TEST_CFLAGS)
+$(AOBJ)/%.o: %.c $(AOBJ)/.flags Makefile | $(DEBS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(AOBJ_CFLAGS) $(TEST_CFLAGS) -MMD -MP -c -o $@ $<
-
-$(AOBJ)/src/%.o: src/%.c $(AOBJ)/.flags Makefile | $(DEBS_STAMP)
-	@mkdir -p $(@D)
-	$(CC) $(AOBJ_CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(AOBJ_CFLAGS) $(XCFLAGS) -MMD -MP -c -o $@ $<
 
 -include $(wildcard $(OBJ)/src/*.d $(AOBJ)/src/*.d $(AOBJ)/src/launchlog/*.d $(AOBJ)/tests/unit/*.d)
 

@@ -80,10 +80,10 @@ int judge_flag(int c, const char *arg, struct judge_opts *o)
 		o->launches = arg;
 		return 1;
 	case JUDGE_OPT_DSL_MIN_SHARE:
-		if (strcmp(arg, "0") && (parse_positive_double(arg, &o->dsl_min_share) < 0 || o->dsl_min_share >= 1))
-			return error("--dsl-min-share wants a share in [0, 1), e.g. 0.25, not '%s'", arg);
-		if (!strcmp(arg, "0"))
+		if (!strcmp(arg, "0")) /* no floor */
 			o->dsl_min_share = 0;
+		else if (parse_positive_double(arg, &o->dsl_min_share) < 0 || o->dsl_min_share >= 1)
+			return error("--dsl-min-share wants a share in [0, 1), e.g. 0.25, not '%s'", arg);
 		return 1;
 	case JUDGE_OPT_MAX_BYTES:
 		if (parse_long(arg, 1, 1L << 30, &o->max_kernel_bytes) < 0)

@@ -77,24 +77,20 @@ rules)
 	OUT=$work bounded tools/gpu_judge.sh launches 2>/dev/null | tail -14
 	ADV_WHEN=gpu OUT=$work bounded tools/gpu_judge.sh adversarial 2>/dev/null | tail -12
 	;;
-catalog)
-	# the catalog's eager column, every problem (or CAT_PROBLEMS), one process,
-	# nothing else running (results/h200-catalog.md's eager run)
-	bounded "$MKB_PYTHON" tools/catalog_gpu.py --out "$work/catalog" --inproc --timed 10 \
-		${CAT_PROBLEMS:+--problems "$CAT_PROBLEMS"} ${CAT_WORKLOADS:+--workloads "$CAT_WORKLOADS"} \
-		2>"$work/stderr-catalog.txt" | tail -20
-	cp "$work/catalog/catalog.jsonl" "$work/catalog.jsonl" 2>/dev/null
-	cp "$work/catalog/catalog.md" "$work/catalog.md" 2>/dev/null
-	;;
-compile)
-	# the catalog's torch.compile column (with the eager time beside it, one
-	# process per row, JOBS compiling while the one timing holds the lock and
-	# pauses the others), CAT_PROBLEMS (default all) on CAT_WORKLOADS (default
-	# visible); rows not reached by the deadline are simply missing: run the
-	# rest in the next call and merge with --merge (results/h200-catalog.md)
-	wl=${CAT_WORKLOADS:-visible}
-	bounded "$MKB_PYTHON" tools/catalog_gpu.py --out "$work/catalog" --compile --jobs "${JOBS:-6}" \
-		--timeout "${ROW_S:-150}" --timed 10 --workloads "$wl" --compile-workloads "$wl" \
+catalog | compile)
+	# catalog: the eager column, every problem (or CAT_PROBLEMS), one process,
+	# nothing else running (results/h200-catalog.md's eager run). compile:
+	# the torch.compile column (the eager time beside it), one process per
+	# row, JOBS compiling while the one timing holds the lock and pauses the
+	# others, on CAT_WORKLOADS (default visible); rows not reached by the
+	# deadline are missing: run the rest in the next call and --merge
+	if [ "$step" = catalog ]; then
+		flags=(--inproc ${CAT_WORKLOADS:+--workloads "$CAT_WORKLOADS"})
+	else
+		wl=${CAT_WORKLOADS:-visible}
+		flags=(--compile --jobs "${JOBS:-6}" --timeout "${ROW_S:-150}" --workloads "$wl" --compile-workloads "$wl")
+	fi
+	bounded "$MKB_PYTHON" tools/catalog_gpu.py --out "$work/catalog" --timed 10 "${flags[@]}" \
 		${CAT_PROBLEMS:+--problems "$CAT_PROBLEMS"} 2>"$work/stderr-catalog.txt" | tail -20
 	cp "$work/catalog/catalog.jsonl" "$work/catalog.jsonl" 2>/dev/null
 	cp "$work/catalog/catalog.md" "$work/catalog.md" 2>/dev/null

@@ -318,17 +318,16 @@ def broken(call, dsl, late=(), min_share=0.0):
         return RuleBroken("dsl", f"no {DSL_NAME.get(dsl, dsl)} kernel ran during solve "
                                  f"(kernels: {seen}{extra})")
     if min_share > 0:
-        ns = collections.Counter()
+        mine, others = 0, collections.Counter()  # ns of the DSL's kernels (by origin), the rest by name
         for k in call.kernels:
-            ns["own" if k["class"] == own and not name_only(k) else "rest"] += k["ns"]
-        total = ns["own"] + ns["rest"]
-        if total and ns["own"] / total < min_share:
-            others = collections.Counter()
-            for k in call.kernels:
-                if not (k["class"] == own and not name_only(k)):
-                    others[short_name(k)] += k["ns"]
+            if k["class"] == own and not name_only(k):
+                mine += k["ns"]
+            else:
+                others[short_name(k)] += k["ns"]
+        total = mine + sum(others.values())
+        if total and mine / total < min_share:
             top = ", ".join(f"{n} {t / 1e3:.1f} us" for n, t in others.most_common(3))
-            return RuleBroken("dsl_share", f"{DSL_NAME.get(dsl, dsl)} kernels took {ns['own'] / total:.0%} of "
+            return RuleBroken("dsl_share", f"{DSL_NAME.get(dsl, dsl)} kernels took {mine / total:.0%} of "
                                            f"the call's {total / 1e3:.1f} us of kernel time, under the "
                                            f"{min_share:.0%} floor (most of the rest: {top})")
     return None
