@@ -38,6 +38,7 @@ import contextlib
 import fcntl
 import glob
 import json
+import math
 import operator
 import os
 import shutil
@@ -339,7 +340,9 @@ def flags(row):
         if row["eager_ms"] > 10_000:
             f.append("eager > 10 s")
     for o in row["outputs"]:
-        if "std" in o and (o["std"] == 0 or o["zeros"] > 0.9):
+        if any(not math.isfinite(o[k]) for k in ("min", "max", "std") if k in o):
+            f.append(f"output {o['output']} not finite")
+        elif "std" in o and (o["std"] == 0 or o["zeros"] > 0.9):
             f.append(f"output {o['output']} degenerate")
     return f
 

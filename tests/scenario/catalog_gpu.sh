@@ -70,6 +70,20 @@ expect 'a broken reference is an ERROR row, not the end of the run' '
 	grep -q "^| 36 | rmsnorm | smoke | - .*planted.* | ERROR |$" c/catalog.md
 '
 
+expect 'a reference whose output is not finite is flagged, not taken for a measurement' '
+	mkdir -p nan/mlp_norm && cp -r "$TOP"/problems/mlp_norm/36_rmsnorm nan/mlp_norm/
+	cat >>nan/mlp_norm/36_rmsnorm/reference.py <<PY
+
+_finite = reference
+
+
+def reference(*a):
+    return _finite(*a) * float("inf") * 0  # planted: inf times 0 is NaN
+PY
+	$CAT --problems 36 --out n --problems-dir nan >out.txt
+	grep -q "^| 36 | rmsnorm | smoke | [0-9.]* .* nan\.\.nan .*| output 0 not finite |$" n/catalog.md
+'
+
 expect '--compile times torch.compile on the workloads asked for, beside eager' '
 	$CAT --problems 36 --compile --compile-workloads smoke --out k >/dev/null
 	python3 -c "
