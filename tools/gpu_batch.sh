@@ -25,7 +25,8 @@
 #   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P (N or
 #                                     N/dsl); AB=1: default and noise measures on,
 #                                     interleaved, side by side (about 150 s per kernel);
-#                                     PAR=4: four kernels at once (noise_study.sh: which fit)
+#                                     PAR=4: four kernels at once (noise_study.sh: which fit);
+#                                     EVALS=3: evaluations per kernel (default 5)
 #
 # Session 12 ran `judge` (then with adversarial inside) and `kernels`
 # (results/h200-judge-trusted.md).
@@ -46,6 +47,18 @@ bounded() {
 	[ "$left" -gt 5 ] || { echo "gpu_batch: no time left for $*" >&2; return 124; }
 	timeout -k 10 "$left" "$@"
 }
+# What has come so far goes to $OUT every 20 s as well as at the end: a
+# machine taken back mid-call still returns the rows finished before.
+consolidate() {
+	{ cat "$work"/*.jsonl 2>/dev/null
+		[ -s "$work/noise.jsonl" ] || cat "$work"/parts/*.jsonl 2>/dev/null; } >"$out/rows-$step.jsonl"
+	cat "$work"/*.md "$work"/machine*.txt "$work/vmm.txt" >"$out/tables-$step.md" 2>/dev/null
+	tail -c 30000 -q "$work"/stderr*.txt >"$out/stderr-$step.txt" 2>/dev/null
+	return 0
+}
+(while sleep 20; do consolidate; done) &
+syncer=$!
+trap 'kill "$syncer" 2>/dev/null' EXIT
 case "$step" in
 judge)
 	# what the kernel does to a seccomp-confined process's speculation
@@ -99,14 +112,13 @@ kernels)
 	OUT=$work bounded tools/gpu_judge.sh all "${2:-47,49,52,60,66}" 2>/dev/null | tail -40
 	;;
 noise)
-	OUT=$work bounded tools/noise_study.sh "${2:-28,36}" 2>"$work/stderr-noise.txt" | tail -40
+	OUT=$work bounded tools/noise_study.sh "${2:-28,36}" ${EVALS:+"$EVALS"} 2>"$work/stderr-noise.txt" | tail -40
 	;;
 *)
 	echo "gpu_batch: unknown step '$step'" >&2
 	exit 2
 	;;
 esac
-cat "$work"/*.jsonl >"$out/rows-$step.jsonl" 2>/dev/null
-cat "$work"/*.md "$work"/machine*.txt "$work/vmm.txt" >"$out/tables-$step.md" 2>/dev/null
-tail -c 30000 -q "$work"/stderr*.txt >"$out/stderr-$step.txt" 2>/dev/null
-exit 0
+kill "$syncer" 2>/dev/null
+wait "$syncer" 2>/dev/null
+consolidate
