@@ -22,6 +22,8 @@
 #                                     ROW_S per row) for CAT_PROBLEMS on CAT_WORKLOADS (visible)
 #   tools/gpu_batch.sh kernels [P]    shipped solutions of problems P (default the five
 #                                     rewritten in session 12), visible + held-out
+#   tools/gpu_batch.sh startup        tools/startup_probe.py: a candidate's start-up, cold and
+#                                     forked from a pre-imported parent (ROUNDS, default 3)
 #   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P (N or
 #                                     N/dsl); AB=1: default and noise measures on,
 #                                     interleaved, side by side (about 150 s per kernel);
@@ -110,6 +112,13 @@ catalog | compile)
 	;;
 kernels)
 	OUT=$work bounded tools/gpu_judge.sh all "${2:-47,49,52,60,66}" 2>/dev/null | tail -40
+	;;
+startup)
+	# where a candidate's start-up goes, cold against forked from a
+	# pre-imported parent (issue 9's zygote, measured before building)
+	bounded "$MKB_PYTHON" tools/startup_probe.py --rounds "${ROUNDS:-3}" --json >"$work/startup.txt" 2>"$work/stderr-startup.txt"
+	grep '^{' "$work/startup.txt" >"$work/startup.jsonl"
+	grep -v '^{' "$work/startup.txt" | tee "$work/startup.md"
 	;;
 noise)
 	OUT=$work bounded tools/noise_study.sh "${2:-28,36}" ${EVALS:+"$EVALS"} 2>"$work/stderr-noise.txt" | tail -40
