@@ -72,6 +72,19 @@ devlib jansson libjansson.so.4
 devlib sqlite3 libsqlite3.so.0
 devlib curl libcurl.so.4
 make -s build/mkb build/mkb-submit DEBS_STAMP= PG=0 PKG_CFLAGS="-I.stage/include" PKG_LIBS="-Lbuild/devlib -ljansson -lsqlite3 -lcurl"
+# The launch recorder (the DSL rules; docs/launch-attribution.md): without
+# it an evaluation that enforces the rules is an infra_error on a GPU.
+cuda_dir=""
+for d in ${CUDA_DIR:-} /usr/local/cuda-13.0 /usr/local/cuda /usr/local/cuda-*; do
+	[ -f "$d/include/cupti.h" ] && { cuda_dir=$d; break; }
+done
+if [ -z "$cuda_dir" ]; then
+	echo "setup: no CUPTI headers under /usr/local/cuda*: the DSL rules cannot be enforced here (set CUDA_DIR)" >&2
+elif make -s build/libmkb_launch.so CUDA_DIR="$cuda_dir"; then
+	echo "setup: launch recorder built against $cuda_dir"
+else
+	echo "setup: the launch recorder did not build against $cuda_dir" >&2
+fi
 . tools/device_env.sh
 "$MKB_PYTHON" - <<'PY'
 import importlib.metadata as md

@@ -83,11 +83,19 @@ def forked(dsl, device, rounds):
     t = time.time()
     import torch  # noqa: F401  (what the zygote keeps)
     t_torch = time.time()
-    exec(IMPORTS[dsl], {})
+    initialised_by = []  # the import statements after which torch's CUDA was initialised
+    for statement in IMPORTS[dsl].split("\n"):
+        exec(statement, {})
+        if torch.cuda.is_initialized():
+            initialised_by.append(statement)
     t_dsl = time.time()
     parent = {"import torch": t_torch - t, "import dsl": t_dsl - t_torch,
-              "cuda initialised by the imports": bool(torch.cuda.is_initialized())}
+              "cuda initialised by the imports": bool(torch.cuda.is_initialized()),
+              "cuda initialised after": initialised_by}
     rows = []
+    er, ew = os.pipe()
+    errors = os.fdopen(er)
+    os.set_blocking(er, False)
     for _ in range(rounds):
         r, w = os.pipe()
         t = time.time()
@@ -102,14 +110,15 @@ def forked(dsl, device, rounds):
                     exec(code, {})
                 os._exit(0)
             except BaseException as e:  # report, never return into the parent's loop
-                os.write(2, f"forked child failed: {e!r}\n".encode())
+                os.write(ew, f"{e!r}".encode())
                 os._exit(1)
         os.close(w)
         with os.fdopen(r) as f:
             text = f.read()
         _, status = os.waitpid(pid, 0)
         if status != 0 or not text.strip():
-            raise SystemExit(f"forked child failed ({dsl}), status {status}")
+            parent["forked child failed"] = errors.read().strip()[-300:] or f"status {status}"
+            return parent, []
         p = phases(json.loads(text.strip().splitlines()[-1])["marks"])
         p.pop("import torch", None)
         p.pop("import dsl", None)
@@ -157,11 +166,18 @@ def main():
             print(json.dumps({"dsl": dsl, "mode": "parent", **fk["parent"]}))
         for name in order:
             c = statistics.median(r_[name] for r_ in cold_rows)
-            f = (statistics.median(r_[name] for r_ in fk["rows"]) if name in fk["rows"][0] else None)
+            f = (statistics.median(r_[name] for r_ in fk["rows"])
+                 if fk["rows"] and name in fk["rows"][0] else None)
             table.append((dsl, name, c, f))
+        if "forked child failed" in fk["parent"]:
+            table.append((dsl, "forked child failed: " + fk["parent"]["forked child failed"].replace("|", "/"),
+                          None, None))
         table.append((dsl, "imports in the parent (once)", None,
                       fk["parent"]["import torch"] + fk["parent"]["import dsl"]))
         table.append((dsl, "CUDA initialised by the imports", None, fk["parent"]["cuda initialised by the imports"]))
+        if fk["parent"]["cuda initialised after"]:
+            table.append((dsl, "CUDA initialised after: " + "; ".join(fk["parent"]["cuda initialised after"]),
+                          None, None))
     print(f"\ndevice {a.device}, median of {a.rounds} rounds, seconds\n")
     print("| dsl | phase | cold (new interpreter) | forked from a pre-imported parent |")
     print("|---|---|---|---|")

@@ -47,23 +47,26 @@ class GpuLock:
             self._since = time.monotonic()
 
     def others(self):
-        """Does any other process hold this GPU's lock now? (from
-        /proc/locks: flock entries on the lock file's inode, not ours)"""
+        """Is any other process holding or waiting for this GPU's lock now?
+        (from /proc/locks: flock entries on the lock file's or the
+        turnstile's inode, not ours). A waiter counts: it is an evaluation
+        between its correctness draws and its timing, its GPU memory still
+        allocated."""
         if self.fd is None:
             return False
-        st = os.fstat(self.fd)
-        ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        idents = set()
+        for fd in (self.fd, self.turnstile):
+            st = os.fstat(fd)
+            idents.add(f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}")
         try:
             with open("/proc/locks", encoding="ascii", errors="replace") as f:
-                rows = [line.split() for line in f]
+                rows = [[x for x in line.split() if x != "->"] for line in f]
         except OSError:
             return False
-        mine = os.getpid()
+        mine = str(os.getpid())
         for row in rows:
-            # "1: FLOCK  ADVISORY  READ  1234 fd:01:5678 0 EOF" ("->" marks waiters)
-            if "->" in row or len(row) < 6 or row[1] != "FLOCK":
-                continue
-            if row[5] == ident and row[4] != str(mine):
+            # "1: FLOCK  ADVISORY  READ  1234 fd:01:5678 0 EOF" (a waiter: "1: -> FLOCK ...")
+            if len(row) >= 6 and row[1] == "FLOCK" and row[5] in idents and row[4] != mine:
                 return True
         return False
 

@@ -523,6 +523,7 @@ class Attribution:
         self.complete = True    # every attributed call's records were whole
         self.why = None         # why nothing is checked, when nothing is
         self.library = None
+        self.unbuilt = False    # on a GPU (or dry) with no recorder to hand over
         if self.mode == "off":
             self.why = "off (--launches off)"
         elif device != "cuda" and not self.dry:
@@ -530,6 +531,7 @@ class Attribution:
         else:
             self.library = library_path()
             if self.library is None:
+                self.unbuilt = True
                 self.why = "the recorder build/libmkb_launch.so is not built (make build/libmkb_launch.so)"
 
     @property
@@ -552,6 +554,11 @@ class Attribution:
         """Before the import: the socket's far end and the sealed library to
         the candidate, which sets MKB_LAUNCH_FD and CUDA_INJECTION64_PATH for
         its cuInit. ask(msg, fds) -> reply."""
+        if self.unbuilt and self.mode == "enforce" and not self.dry:
+            # on a GPU the rules are the default: grading without them is not
+            # a pass with the rules "unchecked", it is a judge not set up
+            raise Incomplete(self.why + "; the DSL rules cannot be enforced (--launches record "
+                             "or off grades without them)")
         if self.library is None or self.why:
             return
         self.channel = Channel(self.library, dry=self.dry)

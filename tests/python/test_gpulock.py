@@ -73,6 +73,32 @@ class GpuLockTest(unittest.TestCase):
         self.assertFalse(mine.others())
         mine.release()
 
+    def test_others_sees_a_process_waiting_to_time(self):
+        # an evaluation waiting for the exclusive lock still holds its GPU
+        # memory: an out-of-memory beside it is not the kernel's (found on
+        # an H100 in session 17: 03/tirx graded failed beside 03/cutedsl)
+        import subprocess
+        import sys
+        mine = GpuLock(self.path)
+        mine.shared()
+        waiter = subprocess.Popen([sys.executable, "-c", (
+            "import sys; sys.path.insert(0, sys.argv[2]); from mkb_grader.gpulock import GpuLock; "
+            "print('waiting', flush=True); GpuLock(sys.argv[1]).exclusive()"),
+            self.path, os.path.join(os.path.dirname(__file__), "..", "..", "grader")],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(waiter.stdout.readline().strip(), "waiting")
+            deadline = time.monotonic() + 10
+            while not mine.others() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertTrue(mine.others())
+        finally:
+            waiter.kill()
+            waiter.wait()
+            waiter.stdout.close()
+        self.assertFalse(mine.others())
+        mine.release()
+
     def test_without_a_path_it_does_nothing(self):
         lock = GpuLock(None)
         lock.exclusive()

@@ -198,6 +198,26 @@ class AttributionTest(unittest.TestCase):
         self.assertFalse(r["dsl_checked"])
         self.assertEqual(r["launches"], {"mode": "enforce", "why": "CPU test mode"})
 
+    def test_no_recorder_on_a_gpu_is_the_judges_failure_when_enforcing(self):
+        # a GPU machine without build/libmkb_launch.so: enforcing may not
+        # turn into passing with the rules unchecked (found on an H100 in
+        # session 17: a noise study graded 15 passes with dsl_checked false)
+        old = os.environ.get("MKB_LAUNCH_LIBRARY")
+        os.environ["MKB_LAUNCH_LIBRARY"] = os.path.join(ROOT, "no-such-dir", "libmkb_launch.so")
+        try:
+            a = launches.Attribution("enforce", "cuda", "cutedsl")
+            with self.assertRaisesRegex(launches.Incomplete, "not built.*cannot be enforced"):
+                a.install(lambda msg, fds: self.fail("no library to hand over"))
+            r = launches.Attribution("record", "cuda", "cutedsl")
+            r.install(lambda msg, fds: self.fail("no library to hand over"))
+            self.assertFalse(r.report()["dsl_checked"])
+            self.assertIn("not built", r.report()["launches"]["why"])
+        finally:
+            if old is None:
+                os.environ.pop("MKB_LAUNCH_LIBRARY")
+            else:
+                os.environ["MKB_LAUNCH_LIBRARY"] = old
+
     def test_off(self):
         r = launches.Attribution("off", "cuda", "tirx").report()
         self.assertFalse(r["dsl_checked"])
