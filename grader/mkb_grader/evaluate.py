@@ -221,10 +221,35 @@ class Evaluation:
             if "out of memory" in text.lower() and self.lock and self.lock.others():
                 raise Outcome("infra_error", f"out of GPU memory during {self.stage} while other "
                                              f"evaluations were using the GPU (redo it alone): {text}")
+            if "out of memory" in text.lower() and (crowded := self.gpu_crowded_by_checker()):
+                raise Outcome("infra_error", f"out of GPU memory during {self.stage}: {crowded}: "
+                                             f"this workload needs a GPU with more memory ({text[:200]})")
             if reply.get("cuda"):
                 raise Outcome("crashed", f"CUDA error during {self.stage}: {text}")
             raise Outcome("failed", f"{self.stage} raised {text}")
         return reply
+
+    def gpu_crowded_by_checker(self, share=0.5):
+        """Why a candidate's out-of-memory is the machine's, not the kernel's,
+        or None: the checker's own GPU memory (the problem's inputs, the
+        reference's outputs: measured here, never taken from the candidate's
+        message) is over share of the GPU. Problems 03 and 47 need 56-61 GB
+        of reference data, so on an 80 GB GPU any kernel runs out beside them."""
+        if self.device != "cuda" or not torch.cuda.is_available():
+            return None
+        try:
+            total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+            held = torch.cuda.memory_reserved()
+        except RuntimeError:
+            return None
+        # the device arenas (inputs and outputs shared with the candidate) are
+        # the checker's too, outside torch's allocator
+        held += sum(a.size for a in (self.arena_in, self.arena_out)
+                    if isinstance(a, arena.DeviceArena))
+        if held <= share * total:
+            return None
+        return (f"the checker holds {held / 2**30:.1f} GiB of the GPU's {total / 2**30:.1f} GiB "
+                f"for the problem's inputs and reference outputs")
 
     def check_dsl_installed(self):
         """On a GPU the variant's DSL must be importable by the grader's

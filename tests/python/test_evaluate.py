@@ -281,3 +281,30 @@ class NoiseTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CrowdedGpuTest(unittest.TestCase):
+    """A candidate's out-of-memory beside a checker that holds most of the
+    GPU for the problem's own data is the machine's (infra_error), measured
+    on the checker's side (found on an 80 GB H100: problems 03 and 47 need
+    56-61 GB of reference data, and their shipped kernels were graded failed)."""
+
+    def crowded(self, reserved, total, device="cuda"):
+        from types import SimpleNamespace
+        from unittest import mock
+        from mkb_grader.evaluate import Evaluation
+        ev = SimpleNamespace(device=device, arena_in=None, arena_out=None)
+        props = SimpleNamespace(total_memory=total)
+        with mock.patch.object(torch.cuda, "is_available", return_value=True), \
+                mock.patch.object(torch.cuda, "current_device", return_value=0), \
+                mock.patch.object(torch.cuda, "get_device_properties", return_value=props), \
+                mock.patch.object(torch.cuda, "memory_reserved", return_value=reserved):
+            return Evaluation.gpu_crowded_by_checker(ev)
+
+    def test_a_checker_holding_most_of_the_gpu_makes_it_the_machines(self):
+        why = self.crowded(60 * 2**30, 80 * 2**30)
+        self.assertIn("the checker holds 60.0 GiB of the GPU's 80.0 GiB", why)
+
+    def test_a_checker_holding_little_leaves_it_the_kernels(self):
+        self.assertIsNone(self.crowded(10 * 2**30, 80 * 2**30))
+        self.assertIsNone(self.crowded(60 * 2**30, 80 * 2**30, device="cpu"))
