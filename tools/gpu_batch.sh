@@ -116,7 +116,8 @@ kernels)
 startup)
 	# where a candidate's start-up goes, cold against forked from a
 	# pre-imported parent (issue 9's zygote, measured before building)
-	bounded "$MKB_PYTHON" tools/startup_probe.py --rounds "${ROUNDS:-3}" --json >"$work/startup.txt" 2>"$work/stderr-startup.txt"
+	bounded "$MKB_PYTHON" tools/startup_probe.py --rounds "${ROUNDS:-3}" ${STARTUP_DSL:+--dsl "$STARTUP_DSL"} \
+		${FORKED_ENV:+--forked-env "$FORKED_ENV"} --json >"$work/startup.txt" 2>"$work/stderr-startup.txt"
 	grep '^{' "$work/startup.txt" >"$work/startup.jsonl"
 	grep -v '^{' "$work/startup.txt" | tee "$work/startup.md"
 	;;
