@@ -36,7 +36,7 @@ DEBS_STAMP ?= build/.debs
 # sandbox's memory limit); each mkb copies the one beside it into an attempt.
 SUBMIT_SRCS := src/submit_client/main.c src/submit.c src/util.c src/buf.c
 
-all: build/mkb build/mkb-submit build/mkb-relay build/python build/docs/cutedsl/api-index.txt \
+all: build/mkb build/mkb-submit build/mkb-relay build/python build/docs/cutedsl/api-index.txt build/libmkb_zygote.so \
 	$(if $(wildcard $(CUPTI_INC)/cupti.h),build/libmkb_launch.so)
 
 build/.debs: tools/bootstrap.sh
@@ -116,6 +116,14 @@ build/libmkb_launch.so: src/launchlog/launchlog.c $(LAUNCH_PURE) $(LAUNCH_HDRS) 
 	$(CC) $(LAUNCH_CFLAGS) -shared -isystem $(CUPTI_INC) -o $@ src/launchlog/launchlog.c $(LAUNCH_PURE) \
 		-L$(CUPTI_LIB) -Wl,-rpath,$(CUPTI_LIB) -Wl,-z,defs -lcupti -ldl -pthread
 
+# The zygote's child side (docs/judge.md, "Start-up: the zygote"): the
+# sandbox and its text form, called through ctypes by grader/mkb_grader/zygote.py
+# in each forked candidate. Not part of mkb (src/zygote/ is not src/*.c).
+ZYGOTE_SRCS := src/zygote/child.c src/sandbox.c src/sandbox_spec.c src/buf.c src/util.c
+build/libmkb_zygote.so: $(ZYGOTE_SRCS) src/sandbox.h src/sandbox_spec.h src/buf.h src/util.h Makefile
+	@mkdir -p build
+	$(CC) $(LAUNCH_CFLAGS) -D_POSIX_C_SOURCE=200809L -shared -o $@ $(ZYGOTE_SRCS) -Wl,-z,defs
+
 # The grader's Python (a venv with torch, cached outside the clone). A
 # wrapper script, not a link: a venv is recognised by the path it is run by.
 build/python: grader/requirements.txt tools/bootstrap.sh | $(DEBS_STAMP)
@@ -157,7 +165,7 @@ build/docs/cutedsl/api-index.txt: build/python tools/gen_api_index.py tools/gen_
 # Functions that invite overflows (git's banned.h list): none may be called.
 BANNED_RE := \b(strcpy|strcat|strncpy|sprintf|vsprintf|strtok|gets)[[:space:]]*\(
 banned:
-	@if grep -nE '$(BANNED_RE)' $(SRCS) $(HDRS) $(TEST_SRCS) $(SUBMIT_SRCS) src/launchlog/*.[ch]; then \
+	@if grep -nE '$(BANNED_RE)' $(SRCS) $(HDRS) $(TEST_SRCS) $(SUBMIT_SRCS) src/launchlog/*.[ch] src/zygote/*.c; then \
 		echo "error: banned function used (see above)"; exit 1; fi
 
 check: all banned build/asan/mkb build/asan/mkb-submit build/asan/mkb-relay build/asan/unit build/python-stats

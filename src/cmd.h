@@ -31,6 +31,7 @@ int cmd_status(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_zygote(int argc, char **argv);
 
 /* Shared by the commands: the project root and its catalog. */
 struct mkb_env {

@@ -16,6 +16,7 @@
 #include "proc.h"
 #include "sandbox.h"
 #include "util.h"
+#include "zygote.h"
 
 #define SYNTAX_MARKER "mkb-syntax: " /* what the grader prints before a syntax error */
 #define RULE_MARKER "mkb-rule: "     /* ... and before a broken DSL rule */
@@ -34,6 +35,8 @@ void judge_opts_init(struct judge_opts *o)
 	/* one folder per machine: the GPUs' locks and the judge queue's slots */
 	const char *locks = getenv("MKB_LOCK_DIR");
 	o->lock_dir = locks && *locks ? locks : "/tmp";
+	const char *zygote = getenv("MKB_ZYGOTE");
+	o->zygote = zygote && *zygote ? zygote : NULL;
 	o->workload = "visible";
 	o->timeout_s = JUDGE_TIMEOUT_S;
 	o->max_kernel_bytes = JUDGE_MAX_KERNEL_BYTES;
@@ -407,6 +410,27 @@ static void candidate_release(struct candidate_setup *cs)
 	memset(cs, 0, sizeof(*cs));
 }
 
+/* The candidate is our child (cold) or the zygote's. */
+static void candidate_kill(struct child *cand, struct zygote_child *zc)
+{
+	if (zc->sock >= 0)
+		zygote_kill(zc);
+	else
+		child_kill(cand);
+}
+
+static void candidate_finish(struct child *cand, struct zygote_child *zc, int *status)
+{
+	if (zc->sock < 0) {
+		child_finish(cand, status);
+		return;
+	}
+	if (zygote_finish(zc, 30, status) < 0) {
+		warning("the zygote did not say how the candidate ended");
+		*status = 0;
+	}
+}
+
 /* The checker reported that the candidate process went away: say how. */
 static void explain_lost_candidate(struct verdict *v, int status)
 {
@@ -417,6 +441,36 @@ static void explain_lost_candidate(struct verdict *v, int status)
 	v->reason = reason;
 	if (WIFSIGNALED(status))
 		v->term_signal = WTERMSIG(status);
+}
+
+int judge_zygote_exec(const struct judge_opts *o, const char *socket_path)
+{
+	/* The candidate's environment and Python (candidate_setup's, for a
+	 * "kernel" in the grader's folder): the zygote holds nothing a
+	 * candidate may not see, since each candidate is its fork. */
+	char *fake = xstrfmt("%s/zygote", o->grader_dir);
+	struct candidate_setup cs;
+	int rc = candidate_setup(&cs, o, fake);
+	free(fake);
+	if (rc < 0) {
+		candidate_release(&cs);
+		return error("cannot prepare the zygote's environment");
+	}
+	char *lib = xstrfmt("%s/build/libmkb_zygote.so", o->root);
+	if (access(lib, R_OK) < 0) {
+		error("%s is not built (make build/libmkb_zygote.so)", lib);
+		free(lib);
+		candidate_release(&cs);
+		return -1;
+	}
+	const char *python = o->python_real ? o->python_real : o->python;
+	const char *argv[] = {python, "-m", "mkb_grader.zygote", "--socket", socket_path, "--library", lib, NULL};
+	fflush(NULL);
+	execve(python, (char *const *)argv, (char *const *)cs.env);
+	error("cannot run '%s': %s", python, strerror(errno));
+	free(lib);
+	candidate_release(&cs);
+	return -1;
 }
 
 int judge_evaluate(const struct judge_opts *o, const struct problem *p, const char *dsl,
@@ -462,6 +516,7 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 	const char *cand_argv[] = {o->python_real ? o->python_real : o->python, "-m",
 				   "mkb_grader.candidate", NULL};
 	struct child c = CHILD_INIT, cand = CHILD_INIT;
+	struct zygote_child zc = ZYGOTE_CHILD_INIT;
 	struct reader r = {BUF_INIT(JUDGE_PROTOCOL_LINE_MAX), v, NULL, 0};
 	v->draws_total = o->draws;
 	struct buf tail = BUF_INIT(JUDGE_OUTPUT_TAIL_MAX);
@@ -477,7 +532,19 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 			    strerror(errno));
 		goto out;
 	}
-	/* The candidate: confined, its output into the tail, never the protocol. */
+	/* The candidate: confined, its output into the tail, never the protocol.
+	 * Forked from the zygote's pre-imported parent when one is asked for and
+	 * answers; else started cold, as the published harness does. */
+	if (o->zygote) {
+		char why[256];
+		if (zygote_spawn(o->zygote, &cs.sb, cs.env, cs.scratch, pair[1], cand_out[1], &zc, why,
+				 sizeof(why)) == 0)
+			v->from_zygote = 1;
+		else
+			warning("the zygote at %s: %s; the candidate starts cold", o->zygote, why);
+	}
+	if (v->from_zygote)
+		goto started;
 	cand.argv = cand_argv;
 	cand.env = cs.env;
 	cand.clean_env = 1;
@@ -491,11 +558,12 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 		goto out;
 	}
 	child_feed(&cand, "", 0);
+started:
 	close(pair[1]);
 	pair[1] = -1;
 	close(cand_out[1]);
 	cand_out[1] = -1;
-	v->sandbox_layers = cand.layers;
+	v->sandbox_layers = v->from_zygote ? zc.layers : cand.layers;
 
 	/* The checker: trusted, the only one that talks to us. */
 	c.argv = argv;
@@ -518,12 +586,12 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 				&tail, JUDGE_OUTPUT_CAP);
 	if (pumped != 0) {
 		child_kill(&c);
-		child_kill(&cand);
+		candidate_kill(&cand, &zc);
 	}
 	int status = 0, cand_status = 0;
 	child_finish(&c, &status);
-	child_kill(&cand); /* its work is over whatever it is doing */
-	child_finish(&cand, &cand_status);
+	candidate_kill(&cand, &zc); /* its work is over whatever it is doing */
+	candidate_finish(&cand, &zc, &cand_status);
 	v->eval_ms = now_ms() - t0;
 	if (r.line.len && !r.overflow) /* a last line without its newline */
 		handle_line(&r, buf_str(&r.line));
@@ -559,10 +627,10 @@ out:
 		if (cand_out[i] >= 0)
 			close(cand_out[i]);
 	}
-	if (cand.pid > 0) {
+	if (cand.pid > 0 || zc.sock >= 0) {
 		int ignored;
-		child_kill(&cand);
-		child_finish(&cand, &ignored);
+		candidate_kill(&cand, &zc);
+		candidate_finish(&cand, &zc, &ignored);
 	}
 	proc_kill_descendants();
 	candidate_release(&cs);

@@ -56,6 +56,8 @@ struct judge_opts {
 				    until the median of the last 10 is within this
 				    share of the 10 before */
 	int gc_freeze;           /* no garbage collection while timing, in either process */
+	const char *zygote;      /* (ours) socket of `mkb zygote`: the candidate is forked
+				    from its pre-imported parent; NULL: started cold */
 	const char *seed;        /* fixed seed (tests), or NULL for OS entropy */
 	const char *rules;       /* "enforce" (default): the DSL rules' static checks
 				    reject a kernel; "paper": stated, not enforced,
@@ -75,5 +77,10 @@ void judge_opts_init(struct judge_opts *o);
  * (e.g. an unknown workload), with an error printed. */
 int judge_evaluate(const struct judge_opts *o, const struct problem *p, const char *dsl,
 		   const char *kernel_path, struct verdict *v);
+
+/* `mkb zygote`: replace this process with the zygote (grader/mkb_grader/
+ * zygote.py) listening at socket_path, in the candidate's environment.
+ * Returns only on failure (-1, error printed). */
+int judge_zygote_exec(const struct judge_opts *o, const char *socket_path);
 
 #endif

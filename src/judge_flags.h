@@ -12,7 +12,7 @@ enum {
 	JUDGE_OPT_DEVICE = 512, JUDGE_OPT_GPU, JUDGE_OPT_TIMEOUT, JUDGE_OPT_PYTHON, JUDGE_OPT_DRAWS,
 	JUDGE_OPT_WARMUP, JUDGE_OPT_TIMED, JUDGE_OPT_RECHECKS, JUDGE_OPT_SEED, JUDGE_OPT_MAX_BYTES,
 	JUDGE_OPT_RULES, JUDGE_OPT_LAUNCHES, JUDGE_OPT_DSL_MIN_SHARE, JUDGE_OPT_UNTIL_CI, JUDGE_OPT_MAX_TIMED,
-	JUDGE_OPT_SLOTS, JUDGE_OPT_GPUS, JUDGE_OPT_PIN_CPUS, JUDGE_OPT_WARMUP_UNTIL, JUDGE_OPT_GC_FREEZE,
+	JUDGE_OPT_SLOTS, JUDGE_OPT_GPUS, JUDGE_OPT_PIN_CPUS, JUDGE_OPT_WARMUP_UNTIL, JUDGE_OPT_GC_FREEZE, JUDGE_OPT_ZYGOTE,
 };
 
 /* Entries for a getopt_long table. */
@@ -36,7 +36,8 @@ enum {
 	{"gpus", required_argument, NULL, JUDGE_OPT_GPUS},                          \
 	{"pin-cpus", required_argument, NULL, JUDGE_OPT_PIN_CPUS},                  \
 	{"warmup-until", required_argument, NULL, JUDGE_OPT_WARMUP_UNTIL},          \
-	{"gc-freeze", no_argument, NULL, JUDGE_OPT_GC_FREEZE}
+	{"gc-freeze", no_argument, NULL, JUDGE_OPT_GC_FREEZE},                      \
+	{"zygote", required_argument, NULL, JUDGE_OPT_ZYGOTE}
 
 /* The help lines of those flags. */
 #define JUDGE_FLAGS_HELP                                                                    \
@@ -68,7 +69,9 @@ enum {
 	"                        to one core each (auto: chosen from those allowed; off)\n" \
 	"  --warmup-until F      more warm-up calls (up to 100) until the median of the\n"  \
 	"                        last 10 is within F of the 10 before (e.g. 0.02; off)\n"   \
-	"  --gc-freeze           no Python garbage collection while timing (off)\n"
+	"  --gc-freeze           no Python garbage collection while timing (off)\n"      \
+	"  --zygote SOCKET       (ours) fork the candidate from `mkb zygote`'s pre-imported\n" \
+	"                        parent at SOCKET ($MKB_ZYGOTE; a cold start if unreachable)\n"
 
 /* Apply option c (from JUDGE_LONG_OPTIONS) with its argument to o.
  * Returns 1 when applied, 0 when c is not a judge flag, -1 on a bad value

@@ -31,6 +31,8 @@ struct verdict {
 	int slot;            /* the judge queue's slot, -1 without a queue */
 	double eval_ms;      /* wall time of the grader process */
 	unsigned sandbox_layers; /* confinement of the candidate process (sandbox.h) */
+	int from_zygote;     /* (ours) the candidate was forked from `mkb zygote`'s
+				pre-imported parent, not started cold */
 	int not_counted;     /* the file was oversized, unreadable or not valid Python:
 				an attempt does not count it as a submission (PROTOCOL.md) */
 	char *output_tail;   /* last bytes of the grader's stderr */

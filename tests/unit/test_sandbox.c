@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "sandbox.h"
+#include "sandbox_spec.h"
 #include "unit.h"
 #include "util.h"
 
@@ -130,7 +131,54 @@ static void test_available_layers_include_the_basics(void)
 	CHECK(layers & SB_NO_NEW_PRIVS);
 }
 
+/* What the judge writes for the zygote is what the zygote's child applies. */
+static void test_spec_round_trip(void)
+{
+	struct sandbox sb, back;
+	sandbox_init(&sb);
+	CHECK(sandbox_allow_system(&sb) == 0);
+	CHECK(sandbox_allow_read(&sb, "/opt/dsl site") == 0);
+	CHECK(sandbox_allow_write(&sb, "/tmp/mkb-candidate-x") == 0);
+	sb.thread_names = 1;
+	sb.disable = SB_PIDNS | SB_SPEC_ALLOW;
+	sb.mem_bytes = 96LL << 30;
+	sb.mem_data = 1;
+	sb.file_bytes = 1 << 30;
+	sb.open_files = 1024;
+	sb.processes = 256;
+	sb.inet_port = 8123;
+	sb.max_tasks = 77;
+	memcpy(sb.cgroup, "/sys/fs/cgroup/x", sizeof("/sys/fs/cgroup/x"));
+	struct buf text = BUF_INIT(1 << 16);
+	CHECK(sandbox_spec_write(&sb, &text) == 0);
+	char *copy = buf_detach(&text);
+	CHECK(sandbox_spec_read(&back, copy) == 0);
+	CHECK(back.nread == sb.nread && back.nwrite == sb.nwrite);
+	for (size_t i = 0; i < sb.nread && i < back.nread; i++)
+		CHECK_STR(back.read[i], sb.read[i]);
+	CHECK_STR(back.write[0], "/tmp/mkb-candidate-x");
+	CHECK(back.thread_names == 1 && back.disable == sb.disable);
+	CHECK(back.mem_bytes == sb.mem_bytes && back.mem_data == 1);
+	CHECK(back.file_bytes == sb.file_bytes && back.open_files == 1024);
+	CHECK(back.processes == 256 && back.inet_port == 8123 && back.max_tasks == 77);
+	CHECK(back.allow_network == 0 && back.cpus == 0);
+	CHECK_STR(back.cgroup, "/sys/fs/cgroup/x");
+	free(copy);
+
+	/* refused: a path with a newline out, unknown keys and bad numbers in */
+	CHECK(sandbox_allow_read(&sb, "/tmp/a\nwrite /") == 0);
+	CHECK(sandbox_spec_write(&sb, &text) < 0);
+	buf_release(&text);
+	char bad1[] = "read /usr\nbogus 1\n", bad2[] = "mem_bytes 12x\n", bad3[] = "network 2\n",
+	     bad4[] = "noval\n";
+	CHECK(sandbox_spec_read(&back, bad1) < 0);
+	CHECK(sandbox_spec_read(&back, bad2) < 0);
+	CHECK(sandbox_spec_read(&back, bad3) < 0);
+	CHECK(sandbox_spec_read(&back, bad4) < 0);
+}
+
 const struct unit_test sandbox_tests[] = {
+	{"sandbox spec: written by the judge, read back by the zygote's child", test_spec_round_trip},
 	{"sandbox layer names parse and print", test_layer_names},
 	{"sandbox refuses files outside its trees", test_files_outside_the_allowed_trees_are_refused},
 	{"sandbox applies at least limits and no_new_privs", test_available_layers_include_the_basics},

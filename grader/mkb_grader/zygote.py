@@ -1,0 +1,246 @@
+"""The zygote: a parent that has imported torch and the DSLs once and forks a
+candidate process per evaluation (docs/judge.md, "Start-up: the zygote").
+
+    python -m mkb_grader.zygote --socket PATH --library build/libmkb_zygote.so
+
+Started by `mkb zygote`, which gives it the candidate's environment (built
+from empty plus the allowlist, nothing of the judge's). It never runs
+candidate code and never initialises CUDA (a CUDA context does not survive
+fork): torch counts devices through NVML (PYTORCH_NVML_BASED_CUDA_CHECK=1),
+without which TIRx's import leaves torch unable to initialise CUDA in a
+forked child. One thread, one select loop.
+
+Per connection (AF_UNIX, SOCK_SEQPACKET, the socket's folder mode 0700), the
+judge sends one request: JSON {"dir", "env", "sandbox"} (the candidate's
+working folder, its whole environment, its sandbox as text:
+src/sandbox_spec.h) with two descriptors, the candidate's end of the
+checker's socket and its output pipe. The zygote forks; the child calls
+mkb_zygote_enter (src/zygote/child.c): a new session, the descriptors on 3,
+1 and 2, every other descriptor closed, the sandbox applied exactly as a
+cold candidate's; then it takes the request's environment and runs
+mkb_grader.candidate's main. The zygote answers {"pid", "layers"} (or
+{"error"}), then {"exit": status} when the child has ended. "kill" from the
+judge, or the connection closing, kills the child's session.
+"""
+import argparse
+import ctypes
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+MAX_REQUEST = 1 << 20
+ENTER_TIMEOUT_S = 30
+
+
+def preimport():
+    """What every candidate imports first, once here; a DSL that is missing is
+    left out (the candidate then imports what it can, as a cold one does)."""
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    done, t0 = [], time.monotonic()
+    import torch  # noqa: F401
+    done.append("torch")
+    for name, statement in (("cutedsl", "import cutlass, cutlass.cute"),
+                            ("tirx", "import tvm\nfrom tvm.script import tirx")):
+        try:
+            exec(statement, {})
+            done.append(name)
+        except Exception:  # noqa: BLE001  (not installed here: CPU test machines)
+            pass
+    from . import candidate  # noqa: F401  (the grader's side of the candidate)
+    if torch.cuda.is_initialized():
+        raise SystemExit("zygote: the imports initialised CUDA; a forked candidate could not use it")
+    return done, time.monotonic() - t0
+
+
+class Child:
+    def __init__(self, conn, pid):
+        self.conn, self.pid, self.status = conn, pid, None
+
+
+class Zygote:
+    def __init__(self, path, library):
+        self.lib = ctypes.CDLL(library)
+        self.lib.mkb_zygote_enter.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
+                                              ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        self.lib.mkb_zygote_enter.restype = ctypes.c_int
+        self.path = path
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if os.path.exists(path):
+            os.unlink(path)
+        self.listener.bind(path)
+        os.chmod(path, 0o600)
+        self.listener.listen(64)
+        self.children = {}  # conn fileno -> Child, while its judge is connected
+        self.running = []   # every child not yet waited for
+        self.stop = False
+
+    def sockets(self):
+        return [self.listener] + [c.conn for c in self.children.values() if c.conn is not None]
+
+    def serve(self):
+        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stop", True))
+        while not self.stop:
+            try:
+                ready, _, _ = select.select(self.sockets(), [], [], 0.05)
+            except InterruptedError:
+                continue
+            for s in ready:
+                if s is self.listener:
+                    self.accept()
+                else:
+                    self.from_judge(self.children[s.fileno()])
+            self.reap()
+        for c in list(self.running):
+            self.kill(c)
+        self.reap(block=True)
+        os.unlink(self.path)
+
+    def accept(self):
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        fds = []
+        try:
+            conn.settimeout(10)
+            msg, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 2)
+            req = json.loads(msg)
+            if len(fds) != 2 or not isinstance(req, dict) or not isinstance(req.get("env"), list):
+                raise ValueError("a request is JSON with dir, env and sandbox, and two descriptors")
+            pid, layers = self.spawn(req, fds)
+        except Exception as exc:  # noqa: BLE001  (any bad request: answered, never fatal)
+            try:
+                conn.send(json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
+            except OSError:
+                pass
+            conn.close()
+            return
+        finally:
+            for fd in fds:
+                os.close(fd)
+        conn.settimeout(None)
+        child = Child(conn, pid)
+        self.children[conn.fileno()] = child
+        self.running.append(child)
+        try:
+            conn.send(json.dumps({"pid": pid, "layers": layers}).encode())
+        except OSError:
+            self.kill(child)
+
+    def spawn(self, req, fds):
+        spec = str(req.get("sandbox", "")).encode()
+        where = str(req.get("dir", "/")).encode()
+        env = {k: v for k, _, v in (str(e).partition("=") for e in req["env"])}
+        report_r, report_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the candidate: never returns into the loop
+            code = 126
+            try:
+                for s in self.sockets():
+                    s.detach()  # its descriptors are closed below, not by the collector
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
+                    signal.signal(sig, signal.SIG_DFL)
+                if self.lib.mkb_zygote_enter(spec, where, fds[0], fds[1], report_w) < 0:
+                    os._exit(126)
+                os.environ.clear()
+                os.environ.update(env)
+                import tempfile
+                tempfile.tempdir = None  # cached from the zygote's TMPDIR by the imports
+                sys.argv = ["-m mkb_grader.candidate"]
+                from . import candidate
+                code = candidate.main() or 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:  # noqa: BLE001
+                import traceback
+                traceback.print_exc()
+                code = 1
+            finally:
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                finally:
+                    os._exit(code)
+        os.close(report_w)
+        try:
+            ready, _, _ = select.select([report_r], [], [], ENTER_TIMEOUT_S)
+            data = os.read(report_r, 4) if ready else b""
+        finally:
+            os.close(report_r)
+        layers = int.from_bytes(data, sys.byteorder, signed=True) if len(data) == 4 else -1
+        if layers < 0:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            os.waitpid(pid, 0)
+            raise RuntimeError("the candidate's sandbox could not be applied in the forked child")
+        return pid, layers
+
+    def from_judge(self, child):
+        """"kill", or the judge gone: the child's session is killed."""
+        try:
+            msg = child.conn.recv(4096)
+        except OSError:
+            msg = b""
+        if msg and msg.strip() != b'"kill"':
+            return
+        self.kill(child)
+        if not msg:
+            self.forget(child)
+
+    def kill(self, child):
+        if child.status is None:
+            for target in (lambda: os.killpg(child.pid, signal.SIGKILL),
+                           lambda: os.kill(child.pid, signal.SIGKILL)):
+                try:
+                    target()
+                except OSError:
+                    pass
+
+    def forget(self, child):
+        if child.conn is not None:
+            self.children.pop(child.conn.fileno(), None)
+            child.conn.close()
+            child.conn = None
+
+    def reap(self, block=False):
+        """Every child ended is waited for; its judge, if still there, hears how."""
+        for child in list(self.running):
+            try:
+                pid, status = os.waitpid(child.pid, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                pid, status = child.pid, 0
+            if pid == 0:
+                continue
+            child.status = status
+            self.running.remove(child)
+            if child.conn is not None:
+                try:
+                    child.conn.send(json.dumps({"exit": status}).encode())
+                except OSError:
+                    pass
+                self.forget(child)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="pre-imported parent of candidate processes")
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--library", required=True, help="build/libmkb_zygote.so")
+    a = ap.parse_args()
+    done, secs = preimport()
+    z = Zygote(a.socket, a.library)
+    print(json.dumps({"zygote": a.socket, "pid": os.getpid(), "imported": done,
+                      "import_s": round(secs, 3)}), flush=True)
+    z.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

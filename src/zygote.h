@@ -1,0 +1,34 @@
+/* The judge's side of the zygote (grader/mkb_grader/zygote.py, started by
+ * `mkb zygote`): a candidate process forked from a parent that has imported
+ * torch and the DSLs, instead of a new interpreter (7-8 s of start-up on the
+ * GPU machine, results/judge-runs/2026-12-05-s17-startup.md). The sandbox
+ * is the one a cold candidate gets, sent as text and applied in the forked
+ * child; the candidate is the zygote's child, so the zygote reports how it
+ * ended and kills it when asked or when this side goes away. */
+#ifndef MKB_ZYGOTE_H
+#define MKB_ZYGOTE_H
+
+#include <stddef.h>
+
+#include "sandbox.h"
+
+struct zygote_child {
+	int sock;        /* the connection; -1 when none */
+	long pid;        /* in the zygote's pid namespace (for messages) */
+	unsigned layers; /* sandbox layers in force in the child */
+};
+#define ZYGOTE_CHILD_INIT { -1, 0, 0 }
+
+/* Ask the zygote at path for a candidate: env is its whole environment,
+ * dir its working folder, peer its end of the checker's socket (fd 3) and
+ * out its stdout and stderr. 0, or -1 with why filled (the caller starts
+ * it cold instead). */
+int zygote_spawn(const char *path, const struct sandbox *sb, const char *const *env, const char *dir,
+		 int peer, int out, struct zygote_child *zc, char *why, size_t whysize);
+/* Kill the candidate's session (idempotent). */
+void zygote_kill(struct zygote_child *zc);
+/* Wait up to timeout_s for how the candidate ended (a wait status), then
+ * close. 0, or -1 when the zygote did not say. */
+int zygote_finish(struct zygote_child *zc, double timeout_s, int *status);
+
+#endif

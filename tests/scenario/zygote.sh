@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# mkb zygote (docs/judge.md, "Start-up: the zygote"): candidates forked from a
+# pre-imported parent get the verdicts, confinement and clean environment a
+# cold candidate gets; the zygote outlives bad requests and judges that die.
+. "$(dirname "$0")/../lib.sh"
+FAST="--device cpu --workload smoke --warmup 2 --timed 8 --timeout 60"
+SOCK="$TMP/z.sock"
+# a secret in the caller's environment: it must reach neither the zygote nor a candidate
+MKB_TEST_SECRET=zygote-do-not-leak "$MKB" zygote --socket "$SOCK" --device cpu >"$TMP/zygote.out" 2>&1 &
+zpid=$!
+trap 'kill $zpid 2>/dev/null; wait $zpid 2>/dev/null; rm -rf "$TMP"' EXIT
+for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
+
+expect 'it listens, having imported torch, and holds no secret of its caller' '
+	grep -q "\"imported\": \[\"torch\"" "$TMP/zygote.out"
+	zp=$(pgrep -f "mkb_grader.zygote --socket $SOCK")
+	! tr "\0" "\n" </proc/$zp/environ | grep -q MKB_TEST_SECRET
+	[ "$(stat -c %a "$SOCK")" = 600 ]
+'
+
+expect 'a kernel graded through it passes, forked, under the same confinement as cold' '
+	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --json "$TOP/tests/kernels/28_torch_ok.py" >z.json
+	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --json "$TOP/tests/kernels/28_torch_ok.py" >c.json
+	[ "$(field status <z.json)" = passed ]
+	[ "$(field candidate_start <z.json)" = zygote ]
+	[ "$(field candidate_start <c.json)" = cold ]
+	[ "$(field confinement <z.json)" = "$(field confinement <c.json)" ]
+	[ -n "$(field confinement <z.json)" ]
+'
+
+expect 'MKB_ZYGOTE names it as --zygote does; a failing kernel fails the same way' '
+	MKB_ZYGOTE="$SOCK" "$MKB" eval 28 --dsl cutedsl $FAST --no-store --json "$TOP/tests/kernels/28_off_5e-2.py" >o.json || true
+	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --json "$TOP/tests/kernels/28_off_5e-2.py" >p.json || true
+	[ "$(field candidate_start <o.json)" = zygote ]
+	[ "$(field status <o.json)" = "$(field status <p.json)" ]
+	[ "$(field status <o.json)" = failed ]
+'
+
+expect 'a judge killed mid-evaluation takes its forked candidate with it' '
+	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" "$TOP/tests/kernels/28_hang.py" >/dev/null 2>&1 &
+	judge=$!
+	zp=$(pgrep -f "mkb_grader.zygote --socket $SOCK")
+	for _ in $(seq 100); do [ -n "$(pgrep -P $zp)" ] && break; sleep 0.1; done
+	kids=$(descendants $zp)
+	[ -n "$kids" ]
+	sleep 2 # inside solve by now (the hang)
+	kill -9 $judge
+	wait $judge 2>/dev/null || true
+	for _ in $(seq 50); do alive $kids || break; sleep 0.1; done
+	! alive $kids
+	kill -0 $zp # the zygote itself lives on
+'
+
+expect 'a bad request is answered with an error and the zygote serves on' '
+	python3 - "$SOCK" <<PY
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+s.send(b"not json")
+reply = json.loads(s.recv(4096))
+assert "error" in reply, reply
+PY
+	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --json "$TOP/tests/kernels/28_torch_ok.py" >again.json
+	[ "$(field candidate_start <again.json)" = zygote ]
+	[ "$(field status <again.json)" = passed ]
+'
+
+expect 'no zygote at the socket: a warning, and the candidate starts cold' '
+	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$TMP/none.sock" --json "$TOP/tests/kernels/28_torch_ok.py" >cold.json 2>err.txt
+	[ "$(field candidate_start <cold.json)" = cold ]
+	[ "$(field status <cold.json)" = passed ]
+	grep -q "starts cold" err.txt
+'
+
+expect 'every trust-boundary exploit gets its verdict through the zygote too' '
+	MKB_ZYGOTE="$SOCK" bash "$TOP/tests/scenario/adversarial.sh" >adv.txt 2>&1 || { cat adv.txt; false; }
+	grep -q "0 failed" adv.txt
+'
+
+expect 'SIGTERM ends the zygote and removes its socket' '
+	kill -TERM $zpid
+	for _ in $(seq 100); do kill -0 $zpid 2>/dev/null || break; sleep 0.1; done
+	! kill -0 $zpid 2>/dev/null
+	[ ! -e "$SOCK" ]
+'
+
+finish
