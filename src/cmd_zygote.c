@@ -9,6 +9,7 @@
 #include "grade.h"
 #include "judge_flags.h"
 #include "paths.h"
+#include "sandbox.h"
 #include "util.h"
 
 static const char zygote_help[] =
@@ -20,7 +21,8 @@ static const char zygote_help[] =
 	"machine. Each candidate gets the sandbox and environment a cold one gets. Runs\n"
 	"in the foreground until SIGTERM; prints one JSON line when it listens.\n"
 	"\n"
-	"  --socket PATH   where to listen ($MKB_LOCK_DIR or /tmp, then /mkb-zygote.sock)\n";
+	"  --socket NAME   the name it listens by, an abstract socket (no file; default\n"
+	"                  $MKB_LOCK_DIR or /tmp, then /mkb-zygote.sock)\n";
 
 int cmd_zygote(int argc, char **argv)
 {
@@ -49,6 +51,15 @@ int cmd_zygote(int argc, char **argv)
 	}
 	if (argc != optind)
 		return usage_error("zygote", "unexpected argument '%s'", argv[optind]);
+	/* Its socket is abstract: out of reach of a process in another network
+	 * namespace or under Landlock's scope layer. Without either, a confined
+	 * process could ask it for a sibling (docs/judge.md). */
+	unsigned offered = sandbox_available() & ~o.sandbox_off;
+	if (!(offered & (SB_NETNS | SB_LANDLOCK_SCOPE))) {
+		error("this machine confines candidates without a network namespace and without "
+		      "Landlock's scope layer: a candidate could reach the zygote; start them cold");
+		return EXIT_INFRA;
+	}
 	char *fallback = xstrfmt("%s/mkb-zygote.sock", o.lock_dir);
 	if (!sock)
 		sock = fallback;

@@ -535,7 +535,10 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 	/* The candidate: confined, its output into the tail, never the protocol.
 	 * Forked from the zygote's pre-imported parent when one is asked for and
 	 * answers; else started cold, as the published harness does. */
-	if (o->zygote) {
+	if (o->zygote && (o->sandbox_off & SB_NETNS) && (o->sandbox_off & SB_LANDLOCK_SCOPE)) {
+		warning("the zygote is not used with the network namespace and Landlock's scope "
+			"both off: the candidate could reach it; it starts cold");
+	} else if (o->zygote) {
 		char why[256];
 		if (zygote_spawn(o->zygote, &cs.sb, cs.env, cs.scratch, pair[1], cand_out[1], &zc, why,
 				 sizeof(why)) == 0)

@@ -70,8 +70,8 @@ enum {
 	"  --warmup-until F      more warm-up calls (up to 100) until the median of the\n"  \
 	"                        last 10 is within F of the 10 before (e.g. 0.02; off)\n"   \
 	"  --gc-freeze           no Python garbage collection while timing (off)\n"      \
-	"  --zygote SOCKET       (ours) fork the candidate from `mkb zygote`'s pre-imported\n" \
-	"                        parent at SOCKET ($MKB_ZYGOTE; a cold start if unreachable)\n"
+	"  --zygote NAME         (ours) fork the candidate from `mkb zygote --socket NAME`'s\n" \
+	"                        pre-imported parent ($MKB_ZYGOTE; a cold start if unreachable)\n"
 
 /* Apply option c (from JUDGE_LONG_OPTIONS) with its argument to o.
  * Returns 1 when applied, 0 when c is not a judge flag, -1 on a bad value

@@ -34,7 +34,7 @@ static const struct cmd_entry commands[] = {
 	 "scores, paired transfer analysis and intervals from the store", cmd_report},
 	{"demo", "demo", "the main job's demo (tools/demo.sh: the judge, the protocol with the oracle, the report)",
 	 cmd_demo},
-	{"zygote", "zygote [--socket PATH] [--device cuda|cpu]",
+	{"zygote", "zygote [--socket NAME] [--device cuda|cpu]",
 	 "(ours) the pre-imported parent candidates are forked from (mkb eval --zygote)", cmd_zygote},
 	{"chat", "chat --model openai:M|anthropic:M [--base-url URL] [--system TEXT] [--max-tokens N] "
 	 "[--temperature T] [--retries N] [--retry-delay S] [--timeout S] [--prices FILE] [--json] MESSAGE|-",

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,18 +88,33 @@ static char *request_text(const struct sandbox *sb, const char *const *env, cons
 	return text;
 }
 
+/* The zygote's abstract address for name (grader/mkb_grader/zygote.py's
+ * abstract_address): no file, out of reach of every confined process. */
+static int zygote_address(const char *name, struct sockaddr_un *addr, socklen_t *len)
+{
+	static const char prefix[] = "mkb-zygote:";
+	size_t n = strlen(name);
+	if (1 + sizeof(prefix) - 1 + n > sizeof(addr->sun_path))
+		return -1;
+	addr->sun_path[0] = '\0';
+	memcpy(addr->sun_path + 1, prefix, sizeof(prefix) - 1);
+	memcpy(addr->sun_path + sizeof(prefix), name, n);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof(prefix) + n);
+	return 0;
+}
+
 int zygote_spawn(const char *path, const struct sandbox *sb, const char *const *env, const char *dir,
 		 int peer, int out, struct zygote_child *zc, char *why, size_t whysize)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	socklen_t len;
 	zc->sock = -1;
-	if (strlen(path) >= sizeof(addr.sun_path)) {
-		snprintf(why, whysize, "socket path too long");
+	if (zygote_address(path, &addr, &len) < 0) {
+		snprintf(why, whysize, "socket name too long");
 		return -1;
 	}
-	memcpy(addr.sun_path, path, strlen(path) + 1);
 	int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (sock < 0 || connect(sock, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+	if (sock < 0 || connect(sock, (struct sockaddr *)&addr, len) < 0) {
 		snprintf(why, whysize, "cannot connect: %s", strerror(errno));
 		if (sock >= 0)
 			close(sock);

@@ -19,7 +19,7 @@ struct zygote_child {
 };
 #define ZYGOTE_CHILD_INIT { -1, 0, 0 }
 
-/* Ask the zygote at path for a candidate: env is its whole environment,
+/* Ask the zygote listening by the name path (an abstract socket) for a candidate: env is its whole environment,
  * dir its working folder, peer its end of the checker's socket (fd 3) and
  * out its stdout and stderr. 0, or -1 with why filled (the caller starts
  * it cold instead). */

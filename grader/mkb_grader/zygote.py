@@ -29,6 +29,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 
@@ -56,6 +57,15 @@ def preimport():
     return done, time.monotonic() - t0
 
 
+def abstract_address(name):
+    """The socket's address: abstract (no file), so a confined process cannot
+    reach it twice over: abstract sockets belong to a network namespace, and
+    every candidate has its own; Landlock's scope layer refuses those made
+    outside its domain. Filesystem permissions would not (Landlock does not
+    govern connecting to a named socket). src/zygote.c makes the same."""
+    return b"\0mkb-zygote:" + os.fsencode(name)
+
+
 class Child:
     def __init__(self, conn, pid):
         self.conn, self.pid, self.status = conn, pid, None
@@ -69,10 +79,7 @@ class Zygote:
         self.lib.mkb_zygote_enter.restype = ctypes.c_int
         self.path = path
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        if os.path.exists(path):
-            os.unlink(path)
-        self.listener.bind(path)
-        os.chmod(path, 0o600)
+        self.listener.bind(abstract_address(path))
         self.listener.listen(64)
         self.children = {}  # conn fileno -> Child, while its judge is connected
         self.running = []   # every child not yet waited for
@@ -97,7 +104,7 @@ class Zygote:
         for c in list(self.running):
             self.kill(c)
         self.reap(block=True)
-        os.unlink(self.path)
+        self.listener.close()
 
     def accept(self):
         try:
@@ -106,6 +113,7 @@ class Zygote:
             return
         fds = []
         try:
+            self.check_peer(conn)
             conn.settimeout(10)
             msg, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 2)
             req = json.loads(msg)
@@ -130,6 +138,27 @@ class Zygote:
             conn.send(json.dumps({"pid": pid, "layers": layers}).encode())
         except OSError:
             self.kill(child)
+
+    def check_peer(self, conn):
+        """Only a judge may ask: never a process of this zygote's own tree.
+        A candidate can reach this socket's path (Landlock does not cover
+        connecting to a named socket) and would otherwise ask for a sibling
+        without a sandbox. The kernel vouches for the peer's pid and uid."""
+        pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                          struct.calcsize("3i")))
+        if uid != os.getuid():
+            raise PermissionError(f"a peer of uid {uid} is refused")
+        me, seen = os.getpid(), 0
+        while pid > 1 and seen < 4096:
+            if pid == me:
+                raise PermissionError("a request from a process this zygote started is refused")
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                raise PermissionError("the peer is gone before its request was read") from None
+            pid = int(stat.rsplit(b")", 1)[1].split()[1])  # the parent
+            seen += 1
 
     def spawn(self, req, fds):
         spec = str(req.get("sandbox", "")).encode()

@@ -9,13 +9,14 @@ SOCK="$TMP/z.sock"
 MKB_TEST_SECRET=zygote-do-not-leak "$MKB" zygote --socket "$SOCK" --device cpu >"$TMP/zygote.out" 2>&1 &
 zpid=$!
 trap 'kill $zpid 2>/dev/null; wait $zpid 2>/dev/null; rm -rf "$TMP"' EXIT
-for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
+# it listens when it has printed its line (the socket is abstract: no file)
+for _ in $(seq 600); do grep -q '"zygote"' "$TMP/zygote.out" 2>/dev/null && break; sleep 0.1; done
 
 expect 'it listens, having imported torch, and holds no secret of its caller' '
 	grep -q "\"imported\": \[\"torch\"" "$TMP/zygote.out"
 	zp=$(pgrep -f "mkb_grader.zygote --socket $SOCK")
 	! tr "\0" "\n" </proc/$zp/environ | grep -q MKB_TEST_SECRET
-	[ "$(stat -c %a "$SOCK")" = 600 ]
+	[ ! -e "$SOCK" ] # abstract: nothing on disk for a process to find
 '
 
 expect 'a kernel graded through it passes, forked, under the same confinement as cold' '
@@ -55,7 +56,7 @@ expect 'a bad request is answered with an error and the zygote serves on' '
 	python3 - "$SOCK" <<PY
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-s.connect(sys.argv[1])
+s.connect(b"\\0mkb-zygote:" + sys.argv[1].encode())
 s.send(b"not json")
 reply = json.loads(s.recv(4096))
 assert "error" in reply, reply
@@ -63,6 +64,46 @@ PY
 	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --json "$TOP/tests/kernels/28_torch_ok.py" >again.json
 	[ "$(field candidate_start <again.json)" = zygote ]
 	[ "$(field status <again.json)" = passed ]
+'
+
+expect 'a candidate, forked or cold, cannot ask the zygote for an unconfined sibling' '
+	# with a socket file and no peer check, a forked candidate got
+	# {"pid": N, "layers": 128}; the abstract socket is out of its network
+	# namespace and Landlock scope, and the zygote refuses its own tree
+	cat >escape.py <<PY
+import json, os, socket
+
+def solve(hidden_states, residual, weight):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(3)
+    try:
+        s.connect(b"\\0mkb-zygote:$SOCK")
+        try:
+            reply = s.recv(4096).decode()  # a refusal comes at once
+        except socket.timeout:
+            r, w = os.pipe()
+            req = {"env": [], "dir": "/", "sandbox": "disable 16383\\n"}
+            socket.send_fds(s, [json.dumps(req).encode()], [r, w])
+            reply = s.recv(4096).decode()
+    except OSError as e:
+        reply = f"unreachable: {e}"
+    raise RuntimeError(f"ZYGOTE-REPLY {reply}")
+PY
+	for via in "--zygote $SOCK" ""; do
+		"$MKB" eval 28 --dsl cutedsl $FAST --rules paper --no-store $via --json escape.py >esc.json || true
+		field reason <esc.json | tee reason.txt
+		grep -q "ZYGOTE-REPLY unreachable" reason.txt
+	done
+	# and with the namespace off, the peer check still refuses a forked one
+	MKB_SANDBOX_OFF=net,landlock_scope "$MKB" eval 28 --dsl cutedsl $FAST --rules paper --no-store \
+		--zygote "$SOCK" --json escape.py >esc.json 2>err.txt || true
+	[ "$(field candidate_start <esc.json)" = cold ] # not used with both off
+	grep -q "not used with the network namespace" err.txt
+	MKB_SANDBOX_OFF=net "$MKB" eval 28 --dsl cutedsl $FAST --rules paper --no-store \
+		--zygote "$SOCK" --json escape.py >esc.json || true
+	[ "$(field candidate_start <esc.json)" = zygote ]
+	field reason <esc.json | tee reason.txt
+	grep -Eq "ZYGOTE-REPLY (unreachable|.*this zygote started is refused)" reason.txt
 '
 
 expect 'no zygote at the socket: a warning, and the candidate starts cold' '
@@ -77,11 +118,12 @@ expect 'every trust-boundary exploit gets its verdict through the zygote too' '
 	grep -q "0 failed" adv.txt
 '
 
-expect 'SIGTERM ends the zygote and removes its socket' '
+expect 'SIGTERM ends the zygote; evaluations start cold again' '
 	kill -TERM $zpid
 	for _ in $(seq 100); do kill -0 $zpid 2>/dev/null || break; sleep 0.1; done
 	! kill -0 $zpid 2>/dev/null
-	[ ! -e "$SOCK" ]
+	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --json "$TOP/tests/kernels/28_torch_ok.py" >gone.json 2>/dev/null
+	[ "$(field candidate_start <gone.json)" = cold ]
 '
 
 finish
