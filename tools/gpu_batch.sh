@@ -24,6 +24,8 @@
 #                                     rewritten in session 12), visible + held-out
 #   tools/gpu_batch.sh startup        tools/startup_probe.py: a candidate's start-up, cold and
 #                                     forked from a pre-imported parent (ROUNDS, default 3)
+#   tools/gpu_batch.sh zygote         tools/zygote_bench.sh: 28's kernels graded cold and through
+#                                     mkb zygote, alternating, side by side
 #   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P (N or
 #                                     N/dsl); AB=1: default and noise measures on,
 #                                     interleaved, side by side (about 150 s per kernel);
@@ -120,6 +122,11 @@ startup)
 		${FORKED_ENV:+--forked-env "$FORKED_ENV"} --json >"$work/startup.txt" 2>"$work/stderr-startup.txt"
 	grep '^{' "$work/startup.txt" >"$work/startup.jsonl"
 	grep -v '^{' "$work/startup.txt" | tee "$work/startup.md"
+	;;
+zygote)
+	# issue 9: 28's shipped kernels graded cold and through mkb zygote,
+	# alternating (tools/zygote_bench.sh; ROUNDS, default 3)
+	OUT=$work bounded tools/zygote_bench.sh 2>"$work/stderr-zygote.txt" | tail -12
 	;;
 noise)
 	OUT=$work bounded tools/noise_study.sh "${2:-28,36}" ${EVALS:+"$EVALS"} 2>"$work/stderr-noise.txt" | tail -40
