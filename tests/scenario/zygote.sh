@@ -54,13 +54,22 @@ expect 'a judge killed mid-evaluation takes its forked candidate with it' '
 
 expect 'a bad request is answered with an error and the zygote serves on' '
 	python3 - "$SOCK" <<PY
-import json, socket, sys
+import json, os, socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect(b"\\0mkb-zygote:" + sys.argv[1].encode())
 s.send(b"not json")
 reply = json.loads(s.recv(4096))
 assert "error" in reply, reply
+# well formed, but a sandbox it cannot read: refused, nothing left running
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(b"\\0mkb-zygote:" + sys.argv[1].encode())
+r, w = os.pipe()
+socket.send_fds(s, [json.dumps({"env": [], "dir": "/", "sandbox": "bogus 1\\n"}).encode()], [r, w])
+reply = json.loads(s.recv(4096))
+assert "sandbox could not be applied" in reply.get("error", ""), reply
 PY
+	zp=$(pgrep -f "mkb_grader.zygote --socket $SOCK")
+	[ -z "$(pgrep -P $zp)" ]
 	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --json "$TOP/tests/kernels/28_torch_ok.py" >again.json
 	[ "$(field candidate_start <again.json)" = zygote ]
 	[ "$(field status <again.json)" = passed ]
