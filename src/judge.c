@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -410,6 +411,55 @@ static void candidate_release(struct candidate_setup *cs)
 	memset(cs, 0, sizeof(*cs));
 }
 
+/* The checker forked from the checkers' zygote (`mkb zygote`), c's pipes
+ * and fd 3 as child_start would give them. 0, or -1 (a warning; the caller
+ * starts it cold). */
+static int checker_from_zygote(const struct judge_opts *o, struct child *c, struct zygote_child *zc,
+			       struct child_remote *remote)
+{
+	int in[2], out[2], err[2], made = 0;
+	if (pipe2(in, O_CLOEXEC) == 0 && ++made && pipe2(out, O_CLOEXEC) == 0 && ++made &&
+	    pipe2(err, O_CLOEXEC) == 0)
+		made++;
+	int *pipes[3] = {in, out, err};
+	if (made < 3) {
+		for (int i = 0; i < made; i++) {
+			close(pipes[i][0]);
+			close(pipes[i][1]);
+		}
+		warning("the checker starts cold: pipe: %s", strerror(errno));
+		return -1;
+	}
+	char **envp = child_env(c);
+	char cwd[4096], why[256];
+	int rc = -1;
+	if (!getcwd(cwd, sizeof(cwd)))
+		snprintf(why, sizeof(why), "getcwd: %s", strerror(errno));
+	else
+		rc = zygote_spawn_checker(o->zygote, envp, cwd, in[0], out[1], err[1], c->pass_fd, zc, why,
+					  sizeof(why));
+	free(envp);
+	close(in[0]);
+	close(out[1]);
+	close(err[1]);
+	if (rc < 0) {
+		close(in[1]);
+		close(out[0]);
+		close(err[0]);
+		warning("the checkers' zygote at %s: %s; the checker starts cold", o->zygote, why);
+		return -1;
+	}
+	c->in_fd = in[1];
+	c->out_fd = out[0];
+	c->err_fd = err[0];
+	c->pid = (pid_t)zc->pid;
+	remote->reap = zygote_reap;
+	remote->kill = zygote_kill_ctx;
+	remote->ctx = zc;
+	c->remote = remote;
+	return 0;
+}
+
 /* The candidate is our child (cold) or the zygote's. */
 static void candidate_kill(struct child *cand, struct zygote_child *zc)
 {
@@ -464,8 +514,33 @@ int judge_zygote_exec(const struct judge_opts *o, const char *socket_path)
 		return -1;
 	}
 	const char *python = o->python_real ? o->python_real : o->python;
-	const char *argv[] = {python, "-m", "mkb_grader.zygote", "--socket", socket_path, "--library", lib, NULL};
+	/* The checkers' zygote: a process of its own (what a checker's request
+	 * carries must never be copied into a candidate), in the checker's
+	 * environment, ended with us (the candidates' zygote) by the kernel. */
+	char *checker_name = xstrfmt("%s:checker", socket_path);
+	struct grader_env genv;
+	grader_env_build(&genv, o);
+	struct child tmpl = CHILD_INIT;
+	tmpl.env = genv.list;
+	char **checker_env = child_env(&tmpl);
+	const char *cargv[] = {o->python, "-m", "mkb_grader.zygote", "--role", "checker", "--socket", checker_name,
+			       "--library", lib, NULL};
 	fflush(NULL);
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		execve(cargv[0], (char *const *)cargv, checker_env);
+		_exit(127);
+	}
+	free(checker_env);
+	grader_env_release(&genv);
+	free(checker_name);
+	if (pid < 0)
+		warning("the checkers' zygote did not start: %s (checkers start cold)", strerror(errno));
+	const char *argv[] = {python, "-m", "mkb_grader.zygote", "--socket", socket_path, "--library", lib, NULL};
 	execve(python, (char *const *)argv, (char *const *)cs.env);
 	error("cannot run '%s': %s", python, strerror(errno));
 	free(lib);
@@ -516,7 +591,8 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 	const char *cand_argv[] = {o->python_real ? o->python_real : o->python, "-m",
 				   "mkb_grader.candidate", NULL};
 	struct child c = CHILD_INIT, cand = CHILD_INIT;
-	struct zygote_child zc = ZYGOTE_CHILD_INIT;
+	struct zygote_child zc = ZYGOTE_CHILD_INIT, zck = ZYGOTE_CHILD_INIT;
+	struct child_remote remote;
 	struct reader r = {BUF_INIT(JUDGE_PROTOCOL_LINE_MAX), v, NULL, 0};
 	v->draws_total = o->draws;
 	struct buf tail = BUF_INIT(JUDGE_OUTPUT_TAIL_MAX);
@@ -573,7 +649,9 @@ started:
 	c.env = env.list;
 	c.new_group = 1;
 	c.pass_fd = pair[0];
-	if (child_start(&c) < 0) {
+	if (o->zygote && checker_from_zygote(o, &c, &zck, &remote) == 0) {
+		v->checker_from_zygote = 1;
+	} else if (child_start(&c) < 0) {
 		verdict_set(v, VERDICT_INFRA_ERROR, "cannot start the grader with '%s'", o->python);
 		goto out;
 	}

@@ -94,7 +94,7 @@ fail:;
 /* environ with c->env's entries replacing those of the same name. Built
  * before fork: the child may not allocate. The array is freed by the caller;
  * its strings are borrowed. */
-static char **build_env(const struct child *c)
+char **child_env(const struct child *c)
 {
 	size_t n = 0, extra = 0;
 	while (!c->clean_env && environ[n])
@@ -135,7 +135,7 @@ int child_start(struct child *c)
 		}
 	}
 	int *in = fds[0], *out = fds[1], *err = fds[2], *report = fds[3];
-	char **envp = build_env(c);
+	char **envp = child_env(c);
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid != 0)
@@ -214,6 +214,10 @@ static int try_reap(struct child *c)
 {
 	if (c->reaped)
 		return 1;
+	if (c->remote) {
+		c->reaped = c->remote->reap(c->remote->ctx, 0, &c->status) == 1;
+		return c->reaped;
+	}
 	pid_t r = waitpid(c->pid, &c->status, WNOHANG);
 	if (r == c->pid)
 		c->reaped = 1;
@@ -310,6 +314,11 @@ int child_run(struct child *c, double timeout_s, struct buf *out, struct buf *er
 
 void child_kill(struct child *c)
 {
+	if (c->remote) {
+		if (!c->reaped)
+			c->remote->kill(c->remote->ctx);
+		return;
+	}
 	if (c->pid <= 0)
 		return;
 	if (c->new_group)
@@ -323,6 +332,16 @@ int child_finish(struct child *c, int *status)
 	close_fd(&c->out_fd);
 	close_fd(&c->err_fd);
 	close_fd(&c->extra_fd);
+	if (c->remote) {
+		if (!c->reaped && c->remote->reap(c->remote->ctx, 1, &c->status) != 1) {
+			c->remote->kill(c->remote->ctx);
+			c->status = 0;
+		}
+		c->reaped = 1;
+		*status = c->status;
+		c->pid = -1;
+		return 0;
+	}
 	if (c->pid <= 0)
 		return -1;
 	pid_t r = c->pid;

@@ -9,6 +9,15 @@
 #include "buf.h"
 #include "sandbox.h"
 
+/* A child that is not ours to wait for (a zygote's: src/zygote.h): how to
+ * learn that it ended and how to kill it. reap returns 1 when it has ended
+ * (*status set), 0 not yet; block waits for it. */
+struct child_remote {
+	int (*reap)(void *ctx, int block, int *status);
+	void (*kill)(void *ctx);
+	void *ctx;
+};
+
 struct child {
 	const char *const *argv;  /* argv[0] is looked up in PATH */
 	const char *const *env;   /* NULL-terminated changes to the environment, or NULL:
@@ -27,9 +36,17 @@ struct child {
 	unsigned layers;          /* sandbox layers in force in the child */
 	long long err_bytes;      /* bytes read from err_fd and extra_fd */
 	int reaped, status;       /* set once waitpid has collected it */
+	/* set by the caller instead of child_start: someone else's child, whose
+	 * pipes (in_fd, out_fd, err_fd) the caller filled; pid is for messages */
+	const struct child_remote *remote;
 };
 
-#define CHILD_INIT { NULL, NULL, 0, NULL, 0, -1, -1, NULL, -1, -1, -1, -1, -1, 0, 0, 0, 0 }
+#define CHILD_INIT { NULL, NULL, 0, NULL, 0, -1, -1, NULL, -1, -1, -1, -1, -1, 0, 0, 0, 0, NULL }
+
+/* c's environment as child_start would give it (env's changes over ours, or
+ * env alone with clean_env): a NULL-terminated array the caller frees, its
+ * strings borrowed. */
+char **child_env(const struct child *c);
 
 /* Start the child with three pipes (stdout and stderr: out_to, when set).
  * Every descriptor of ours but those is closed in the child. The child dies

@@ -157,6 +157,7 @@ json_t *verdict_to_json(const struct verdict *v, int problem, const char *dsl,
 	sandbox_describe(v->sandbox_layers, layers, sizeof(layers));
 	json_object_set_new(o, "confinement", json_string(layers));
 	json_object_set_new(o, "candidate_start", json_string(v->from_zygote ? "zygote" : "cold"));
+	json_object_set_new(o, "checker_start", json_string(v->checker_from_zygote ? "zygote" : "cold"));
 	json_object_set(o, "stages", v->stages); /* each with "t", seconds since the checker started */
 	const char *keys[] = {"errors", "versions", "timing", "outputs_checked", "trusted_checker",
 			      "kernel_ci_ms", "eager_ci_ms", "speedup_ci", "timed_calls", "dsl_share", "launches"};

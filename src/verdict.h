@@ -33,6 +33,7 @@ struct verdict {
 	unsigned sandbox_layers; /* confinement of the candidate process (sandbox.h) */
 	int from_zygote;     /* (ours) the candidate was forked from `mkb zygote`'s
 				pre-imported parent, not started cold */
+	int checker_from_zygote; /* (ours) the checker too, from the checkers' zygote */
 	int not_counted;     /* the file was oversized, unreadable or not valid Python:
 				an attempt does not count it as a submission (PROTOCOL.md) */
 	char *output_tail;   /* last bytes of the grader's stderr */

@@ -42,11 +42,11 @@ static json_t *receive(int sock, int timeout_ms)
 	return o;
 }
 
-static int send_request(int sock, const char *text, int peer, int out)
+static int send_request(int sock, const char *text, const int *fds, size_t nfds)
 {
 	struct iovec iov = {(void *)text, strlen(text)};
 	union {
-		char buf[CMSG_SPACE(2 * sizeof(int))];
+		char buf[CMSG_SPACE(4 * sizeof(int))];
 		struct cmsghdr align;
 	} control;
 	memset(&control, 0, sizeof(control));
@@ -54,13 +54,12 @@ static int send_request(int sock, const char *text, int peer, int out)
 	m.msg_iov = &iov;
 	m.msg_iovlen = 1;
 	m.msg_control = control.buf;
-	m.msg_controllen = sizeof(control.buf);
+	m.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
 	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(2 * sizeof(int));
-	int fds[2] = {peer, out};
-	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
 	ssize_t n;
 	do
 		n = sendmsg(sock, &m, MSG_NOSIGNAL);
@@ -71,7 +70,7 @@ static int send_request(int sock, const char *text, int peer, int out)
 static char *request_text(const struct sandbox *sb, const char *const *env, const char *dir)
 {
 	struct buf spec = BUF_INIT(1 << 20);
-	if (sandbox_spec_write(sb, &spec) < 0) {
+	if (sb && sandbox_spec_write(sb, &spec) < 0) {
 		buf_release(&spec);
 		return NULL;
 	}
@@ -81,7 +80,8 @@ static char *request_text(const struct sandbox *sb, const char *const *env, cons
 		json_array_append_new(e, json_string(env[i]));
 	json_object_set_new(req, "env", e);
 	json_object_set_new(req, "dir", json_string(dir));
-	json_object_set_new(req, "sandbox", json_string(buf_str(&spec)));
+	if (sb)
+		json_object_set_new(req, "sandbox", json_string(buf_str(&spec)));
 	buf_release(&spec);
 	char *text = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
@@ -103,13 +103,14 @@ static int zygote_address(const char *name, struct sockaddr_un *addr, socklen_t 
 	return 0;
 }
 
-int zygote_spawn(const char *path, const struct sandbox *sb, const char *const *env, const char *dir,
-		 int peer, int out, struct zygote_child *zc, char *why, size_t whysize)
+static int spawn(const char *name, const struct sandbox *sb, const char *const *env, const char *dir,
+		 const int *fds, size_t nfds, struct zygote_child *zc, char *why, size_t whysize)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	socklen_t len;
 	zc->sock = -1;
-	if (zygote_address(path, &addr, &len) < 0) {
+	zc->ended = 0;
+	if (zygote_address(name, &addr, &len) < 0) {
 		snprintf(why, whysize, "socket name too long");
 		return -1;
 	}
@@ -121,14 +122,14 @@ int zygote_spawn(const char *path, const struct sandbox *sb, const char *const *
 		return -1;
 	}
 	char *text = request_text(sb, env, dir);
-	if (!text || send_request(sock, text, peer, out) < 0) {
+	if (!text || send_request(sock, text, fds, nfds) < 0) {
 		snprintf(why, whysize, "cannot send the request%s", text ? "" : " (a sandbox path has a newline)");
 		free(text);
 		close(sock);
 		return -1;
 	}
 	free(text);
-	/* the sandbox is applied before the reply: seconds at most */
+	/* a candidate's sandbox is applied before the reply: seconds at most */
 	json_t *r = receive(sock, 60 * 1000);
 	json_t *pid = r ? json_object_get(r, "pid") : NULL, *layers = r ? json_object_get(r, "layers") : NULL;
 	if (!json_is_integer(pid) || !json_is_integer(layers) || json_integer_value(layers) < 0) {
@@ -145,6 +146,23 @@ int zygote_spawn(const char *path, const struct sandbox *sb, const char *const *
 	return 0;
 }
 
+int zygote_spawn(const char *path, const struct sandbox *sb, const char *const *env, const char *dir,
+		 int peer, int out, struct zygote_child *zc, char *why, size_t whysize)
+{
+	int fds[2] = {peer, out};
+	return spawn(path, sb, env, dir, fds, 2, zc, why, whysize);
+}
+
+int zygote_spawn_checker(const char *path, char *const *env, const char *dir, int in, int out, int err,
+			 int peer, struct zygote_child *zc, char *why, size_t whysize)
+{
+	char *name = xstrfmt("%s:checker", path);
+	int fds[4] = {in, out, err, peer};
+	int rc = spawn(name, NULL, (const char *const *)env, dir, fds, 4, zc, why, whysize);
+	free(name);
+	return rc;
+}
+
 void zygote_kill(struct zygote_child *zc)
 {
 	if (zc->sock >= 0) {
@@ -153,17 +171,59 @@ void zygote_kill(struct zygote_child *zc)
 	}
 }
 
-int zygote_finish(struct zygote_child *zc, double timeout_s, int *status)
+int zygote_poll(struct zygote_child *zc, int timeout_ms, int *status)
 {
+	if (zc->ended) {
+		*status = zc->status;
+		return 1;
+	}
 	if (zc->sock < 0)
 		return -1;
-	json_t *r = receive(zc->sock, (int)(timeout_s * 1000));
-	json_t *e = r ? json_object_get(r, "exit") : NULL;
-	int rc = json_is_integer(e) ? 0 : -1;
-	if (!rc)
-		*status = (int)json_integer_value(e);
-	json_decref(r);
+	struct pollfd p = {zc->sock, POLLIN, 0};
+	int r;
+	do
+		r = poll(&p, 1, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return 0;
+	json_t *o = receive(zc->sock, 0);
+	json_t *e = o ? json_object_get(o, "exit") : NULL;
+	int said = json_is_integer(e);
+	if (said)
+		zc->status = (int)json_integer_value(e);
+	json_decref(o);
 	close(zc->sock); /* the zygote kills whatever is left of it */
 	zc->sock = -1;
+	if (!said)
+		return -1;
+	zc->ended = 1;
+	*status = zc->status;
+	return 1;
+}
+
+int zygote_finish(struct zygote_child *zc, double timeout_s, int *status)
+{
+	int rc = zygote_poll(zc, (int)(timeout_s * 1000), status);
+	if (zc->sock >= 0) {
+		close(zc->sock);
+		zc->sock = -1;
+	}
+	return rc == 1 ? 0 : -1;
+}
+
+int zygote_reap(void *ctx, int block, int *status)
+{
+	struct zygote_child *zc = ctx;
+	int rc = zygote_poll(zc, block ? 30 * 1000 : 0, status);
+	if (rc < 0) { /* gone without a word: its children died with it */
+		zc->ended = 1;
+		zc->status = *status = 0;
+		return 1;
+	}
 	return rc;
+}
+
+void zygote_kill_ctx(void *ctx)
+{
+	zygote_kill(ctx);
 }

@@ -14,21 +14,34 @@
 
 struct zygote_child {
 	int sock;        /* the connection; -1 when none */
-	long pid;        /* in the zygote's pid namespace (for messages) */
+	long pid;        /* the child's pid (for messages) */
 	unsigned layers; /* sandbox layers in force in the child */
+	int ended, status; /* set once the zygote said how it ended */
 };
-#define ZYGOTE_CHILD_INIT { -1, 0, 0 }
+#define ZYGOTE_CHILD_INIT { -1, 0, 0, 0, 0 }
 
-/* Ask the zygote listening by the name path (an abstract socket) for a candidate: env is its whole environment,
- * dir its working folder, peer its end of the checker's socket (fd 3) and
- * out its stdout and stderr. 0, or -1 with why filled (the caller starts
- * it cold instead). */
+/* Ask the candidates' zygote listening by the name path (an abstract
+ * socket) for a candidate: env is its whole environment, dir its working
+ * folder, peer its end of the checker's socket (fd 3) and out its stdout
+ * and stderr. 0, or -1 with why filled (the caller starts it cold instead). */
 int zygote_spawn(const char *path, const struct sandbox *sb, const char *const *env, const char *dir,
 		 int peer, int out, struct zygote_child *zc, char *why, size_t whysize);
-/* Kill the candidate's session (idempotent). */
+/* The same of the checkers' zygote (path's ":checker"): no sandbox; in, out
+ * and err become its 0-2, peer its 3. */
+int zygote_spawn_checker(const char *path, char *const *env, const char *dir, int in, int out, int err,
+			 int peer, struct zygote_child *zc, char *why, size_t whysize);
+/* Kill the child's session (idempotent). */
 void zygote_kill(struct zygote_child *zc);
-/* Wait up to timeout_s for how the candidate ended (a wait status), then
- * close. 0, or -1 when the zygote did not say. */
+/* Whether the child has ended (*status: its wait status), waiting up to
+ * timeout_ms: 1 ended, 0 not yet, -1 the zygote went away without saying
+ * (its children die with it). The connection is closed once it says. */
+int zygote_poll(struct zygote_child *zc, int timeout_ms, int *status);
+/* Wait up to timeout_s for how the candidate ended, then close. 0, or -1
+ * when the zygote did not say. */
 int zygote_finish(struct zygote_child *zc, double timeout_s, int *status);
+/* A struct child_remote (proc.h) for a child of a zygote: ctx is the
+ * struct zygote_child. */
+int zygote_reap(void *ctx, int block, int *status);
+void zygote_kill_ctx(void *ctx);
 
 #endif

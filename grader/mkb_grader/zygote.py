@@ -37,21 +37,29 @@ MAX_REQUEST = 1 << 20
 ENTER_TIMEOUT_S = 30
 
 
-def preimport():
-    """What every candidate imports first, once here; a DSL that is missing is
-    left out (the candidate then imports what it can, as a cold one does)."""
+def preimport(role):
+    """What every candidate (or checker) imports first, once here; a DSL that
+    is missing is left out (the child then imports what it can, as a cold
+    one does)."""
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     done, t0 = [], time.monotonic()
     import torch  # noqa: F401
     done.append("torch")
-    for name, statement in (("cutedsl", "import cutlass, cutlass.cute"),
-                            ("tirx", "import tvm\nfrom tvm.script import tirx")):
-        try:
-            exec(statement, {})
-            done.append(name)
-        except Exception:  # noqa: BLE001  (not installed here: CPU test machines)
-            pass
-    from . import candidate  # noqa: F401  (the grader's side of the candidate)
+    if role == "candidate":
+        for name, statement in (("cutedsl", "import cutlass, cutlass.cute"),
+                                ("tirx", "import tvm\nfrom tvm.script import tirx")):
+            try:
+                exec(statement, {})
+                done.append(name)
+            except Exception:  # noqa: BLE001  (not installed here: CPU test machines)
+                pass
+        from . import candidate  # noqa: F401  (the grader's side of the candidate)
+        # what candidate.Runner imports first (TorchDynamo, which it turns
+        # off: its cache folder, computed here from the zygote's TMPDIR, is
+        # never used)
+        import torch._dynamo  # noqa: F401
+    else:
+        from . import evaluate  # noqa: F401  (the checker)
     if torch.cuda.is_initialized():
         raise SystemExit("zygote: the imports initialised CUDA; a forked candidate could not use it")
     return done, time.monotonic() - t0
@@ -72,10 +80,11 @@ class Child:
 
 
 class Zygote:
-    def __init__(self, path, library):
+    def __init__(self, path, library, role="candidate"):
+        self.role = role
+        self.nfds = 2 if role == "candidate" else 4
         self.lib = ctypes.CDLL(library)
-        self.lib.mkb_zygote_enter.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
-                                              ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        self.lib.mkb_zygote_enter.argtypes = [ctypes.c_char_p, ctypes.c_char_p] + [ctypes.c_int] * 5
         self.lib.mkb_zygote_enter.restype = ctypes.c_int
         self.path = path
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -115,10 +124,12 @@ class Zygote:
         try:
             self.check_peer(conn)
             conn.settimeout(10)
-            msg, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 2)
+            msg, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 4)
             req = json.loads(msg)
-            if len(fds) != 2 or not isinstance(req, dict) or not isinstance(req.get("env"), list):
-                raise ValueError("a request is JSON with dir, env and sandbox, and two descriptors")
+            if len(fds) != self.nfds or not isinstance(req, dict) or not isinstance(req.get("env"), list):
+                raise ValueError(f"a request to the {self.role}s' zygote is JSON with dir and env"
+                                 f"{' and sandbox' if self.role == 'candidate' else ''}, "
+                                 f"and {self.nfds} descriptors")
             pid, layers = self.spawn(req, fds)
         except Exception as exc:  # noqa: BLE001  (any bad request: answered, never fatal)
             try:
@@ -161,7 +172,8 @@ class Zygote:
             seen += 1
 
     def spawn(self, req, fds):
-        spec = str(req.get("sandbox", "")).encode()
+        # the checker's zygote applies no sandbox, the candidates' always one
+        spec = str(req.get("sandbox", "")).encode() if self.role == "candidate" else None
         where = str(req.get("dir", "/")).encode()
         env = {k: v for k, _, v in (str(e).partition("=") for e in req["env"])}
         report_r, report_w = os.pipe()
@@ -171,19 +183,30 @@ class Zygote:
         if pid == 0:  # the candidate: never returns into the loop
             code = 126
             try:
+                from . import protocol
+                protocol._T0 = time.monotonic()  # "seconds since start": since this fork
                 for s in self.sockets():
                     s.detach()  # its descriptors are closed below, not by the collector
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
                     signal.signal(sig, signal.SIG_DFL)
-                if self.lib.mkb_zygote_enter(spec, where, fds[0], fds[1], report_w) < 0:
+                # candidate: [peer, out] (stdin /dev/null, stderr = out);
+                # checker: [stdin, stdout, stderr, peer]
+                ends = (-1, fds[1], fds[1], fds[0]) if self.role == "candidate" else tuple(fds)
+                if self.lib.mkb_zygote_enter(spec, where, *ends, report_w) < 0:
                     os._exit(126)
                 os.environ.clear()
                 os.environ.update(env)
                 import tempfile
                 tempfile.tempdir = None  # cached from the zygote's TMPDIR by the imports
-                sys.argv = ["-m mkb_grader.candidate"]
-                from . import candidate
-                code = candidate.main() or 0
+                if self.role == "candidate":
+                    sys.argv = ["-m mkb_grader.candidate"]
+                    from . import candidate
+                    code = candidate.main() or 0
+                else:
+                    sys.argv = ["-m mkb_grader"]
+                    import runpy
+                    runpy.run_module("mkb_grader", run_name="__main__", alter_sys=False)
+                    code = 0
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
             except BaseException:  # noqa: BLE001
@@ -240,14 +263,20 @@ class Zygote:
             child.conn = None
 
     def reap(self, block=False):
-        """Every child ended is waited for; its judge, if still there, hears how."""
-        for child in list(self.running):
+        """Every child ended is waited for; its judge, if still there, hears
+        how. Orphans are reaped too: `mkb` made this process a subreaper
+        (the flag survives exec), so what a killed child's session leaves
+        comes here."""
+        while True:
             try:
-                pid, status = os.waitpid(child.pid, 0 if block else os.WNOHANG)
+                pid, status = os.waitpid(-1, 0 if block and self.running else os.WNOHANG)
             except ChildProcessError:
-                pid, status = child.pid, 0
+                return
             if pid == 0:
-                continue
+                return
+            child = next((c for c in self.running if c.pid == pid), None)
+            if child is None:
+                continue  # an orphan, or the checkers' zygote
             child.status = status
             self.running.remove(child)
             if child.conn is not None:
@@ -256,16 +285,22 @@ class Zygote:
                 except OSError:
                     pass
                 self.forget(child)
+            if block and not self.running:
+                return
 
 
 def main():
     ap = argparse.ArgumentParser(description="pre-imported parent of candidate processes")
     ap.add_argument("--socket", required=True)
     ap.add_argument("--library", required=True, help="build/libmkb_zygote.so")
+    ap.add_argument("--role", choices=("candidate", "checker"), default="candidate",
+                    help="whom it forks: confined candidates, or the trusted checker (a zygote "
+                         "of its own: what a checker's request carries must never be copied "
+                         "into a candidate)")
     a = ap.parse_args()
-    done, secs = preimport()
-    z = Zygote(a.socket, a.library)
-    print(json.dumps({"zygote": a.socket, "pid": os.getpid(), "imported": done,
+    done, secs = preimport(a.role)
+    z = Zygote(a.socket, a.library, a.role)
+    print(json.dumps({"zygote": a.socket, "role": a.role, "pid": os.getpid(), "imported": done,
                       "import_s": round(secs, 3)}), flush=True)
     z.serve()
     return 0

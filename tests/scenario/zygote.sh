@@ -10,10 +10,12 @@ MKB_TEST_SECRET=zygote-do-not-leak "$MKB" zygote --socket "$SOCK" --device cpu >
 zpid=$!
 trap 'kill $zpid 2>/dev/null; wait $zpid 2>/dev/null; rm -rf "$TMP"' EXIT
 # it listens when it has printed its line (the socket is abstract: no file)
-for _ in $(seq 600); do grep -q '"zygote"' "$TMP/zygote.out" 2>/dev/null && break; sleep 0.1; done
+# (two: the candidates' and the checkers')
+for _ in $(seq 600); do [ "$(grep -c '"zygote"' "$TMP/zygote.out" 2>/dev/null)" = 2 ] && break; sleep 0.1; done
 
-expect 'it listens, having imported torch, and holds no secret of its caller' '
-	grep -q "\"imported\": \[\"torch\"" "$TMP/zygote.out"
+expect 'it listens, having imported torch; the candidates zygote holds no secret of its caller' '
+	grep -q "\"role\": \"candidate\", .*\"imported\": \[\"torch\"" "$TMP/zygote.out"
+	grep -q "\"role\": \"checker\", .*\"imported\": \[\"torch\"" "$TMP/zygote.out"
 	zp=$(pgrep -f "mkb_grader.zygote --socket $SOCK")
 	! tr "\0" "\n" </proc/$zp/environ | grep -q MKB_TEST_SECRET
 	[ ! -e "$SOCK" ] # abstract: nothing on disk for a process to find
@@ -24,7 +26,9 @@ expect 'a kernel graded through it passes, forked, under the same confinement as
 	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --json "$TOP/tests/kernels/28_torch_ok.py" >c.json
 	[ "$(field status <z.json)" = passed ]
 	[ "$(field candidate_start <z.json)" = zygote ]
+	[ "$(field checker_start <z.json)" = zygote ]
 	[ "$(field candidate_start <c.json)" = cold ]
+	[ "$(field checker_start <c.json)" = cold ]
 	[ "$(field confinement <z.json)" = "$(field confinement <c.json)" ]
 	[ -n "$(field confinement <z.json)" ]
 '
@@ -37,19 +41,23 @@ expect 'MKB_ZYGOTE names it as --zygote does; a failing kernel fails the same wa
 	[ "$(field status <o.json)" = failed ]
 '
 
-expect 'a judge killed mid-evaluation takes its forked candidate with it' '
+expect 'a judge killed mid-evaluation takes its forked candidate and checker with it' '
 	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" "$TOP/tests/kernels/28_hang.py" >/dev/null 2>&1 &
 	judge=$!
 	zp=$(pgrep -f "mkb_grader.zygote --socket $SOCK")
-	for _ in $(seq 100); do [ -n "$(pgrep -P $zp)" ] && break; sleep 0.1; done
-	kids=$(descendants $zp)
-	[ -n "$kids" ]
+	zc=$(pgrep -f "mkb_grader.zygote --role checker --socket $SOCK:checker")
+	[ -n "$zp" ] && [ -n "$zc" ]
+	candidates() { pgrep -P $zp | grep -vx "$zc" || true; } # its one other child: the checkers zygote
+	for _ in $(seq 100); do [ -n "$(candidates)" ] && [ -n "$(pgrep -P $zc)" ] && break; sleep 0.1; done
+	kids="$(for k in $(candidates); do echo $k; descendants $k; done) $(descendants $zc)"
+	[ "$(echo $kids | wc -w)" -ge 2 ] # the candidate and the checker
+	! echo $kids | tr " " "\n" | grep -qx "$zc" # the zygotes themselves are not among them
 	sleep 2 # inside solve by now (the hang)
 	kill -9 $judge
 	wait $judge 2>/dev/null || true
 	for _ in $(seq 50); do alive $kids || break; sleep 0.1; done
 	! alive $kids
-	kill -0 $zp # the zygote itself lives on
+	kill -0 $zp && kill -0 $zc # the zygotes live on
 '
 
 expect 'a bad request is answered with an error and the zygote serves on' '
@@ -69,7 +77,9 @@ reply = json.loads(s.recv(4096))
 assert "sandbox could not be applied" in reply.get("error", ""), reply
 PY
 	zp=$(pgrep -f "mkb_grader.zygote --socket $SOCK")
-	[ -z "$(pgrep -P $zp)" ]
+	zc=$(pgrep -f "mkb_grader.zygote --role checker --socket $SOCK:checker")
+	ps -o pid,ppid,stat,args --ppid $zp || true
+	[ -z "$(pgrep -P $zp | grep -vx "$zc")" ] # its one child: the checkers zygote
 	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --json "$TOP/tests/kernels/28_torch_ok.py" >again.json
 	[ "$(field candidate_start <again.json)" = zygote ]
 	[ "$(field status <again.json)" = passed ]
@@ -127,12 +137,16 @@ expect 'every trust-boundary exploit gets its verdict through the zygote too' '
 	grep -q "0 failed" adv.txt
 '
 
-expect 'SIGTERM ends the zygote; evaluations start cold again' '
+expect 'SIGTERM ends both zygotes; evaluations start cold again' '
+	zc=$(pgrep -f "mkb_grader.zygote --role checker --socket $SOCK:checker")
 	kill -TERM $zpid
 	for _ in $(seq 100); do kill -0 $zpid 2>/dev/null || break; sleep 0.1; done
 	! kill -0 $zpid 2>/dev/null
+	for _ in $(seq 50); do kill -0 $zc 2>/dev/null || break; sleep 0.1; done
+	! kill -0 $zc 2>/dev/null
 	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --json "$TOP/tests/kernels/28_torch_ok.py" >gone.json 2>/dev/null
 	[ "$(field candidate_start <gone.json)" = cold ]
+	[ "$(field checker_start <gone.json)" = cold ]
 '
 
 finish
