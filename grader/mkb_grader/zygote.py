@@ -151,14 +151,22 @@ class Zygote:
             self.kill(child)
 
     def check_peer(self, conn):
-        """Only a judge may ask: never a process of this zygote's own tree.
-        A candidate can reach this socket's path (Landlock does not cover
-        connecting to a named socket) and would otherwise ask for a sibling
-        without a sandbox. The kernel vouches for the peer's pid and uid."""
+        """Only a judge may ask, beside the abstract address that keeps
+        confined processes away: a peer of our uid and user namespace (every
+        candidate, forked or cold, has a user namespace of its own) and not
+        of this zygote's own tree. A candidate that got through could ask
+        for a sibling without a sandbox. The kernel vouches for the peer's
+        pid and uid (SO_PEERCRED)."""
         pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                                           struct.calcsize("3i")))
         if uid != os.getuid():
             raise PermissionError(f"a peer of uid {uid} is refused")
+        try:
+            theirs = os.stat(f"/proc/{pid}/ns/user").st_ino
+        except OSError:
+            raise PermissionError("the peer is gone before its request was read") from None
+        if theirs != os.stat("/proc/self/ns/user").st_ino:
+            raise PermissionError("a peer in another user namespace (a confined process) is refused")
         me, seen = os.getpid(), 0
         while pid > 1 and seen < 4096:
             if pid == me:
