@@ -1,26 +1,29 @@
-"""The zygote: a parent that has imported torch and the DSLs once and forks a
-candidate process per evaluation (docs/judge.md, "Start-up: the zygote").
+"""The zygote: a parent that has imported torch (and the DSLs) once and forks
+a candidate process, or with --role checker a checker, per evaluation
+(docs/judge.md, "Start-up: the zygote").
 
-    python -m mkb_grader.zygote --socket PATH --library build/libmkb_zygote.so
+    python -m mkb_grader.zygote [--role checker] --socket NAME --library build/libmkb_zygote.so
 
-Started by `mkb zygote`, which gives it the candidate's environment (built
-from empty plus the allowlist, nothing of the judge's). It never runs
-candidate code and never initialises CUDA (a CUDA context does not survive
-fork): torch counts devices through NVML (PYTORCH_NVML_BASED_CUDA_CHECK=1),
-without which TIRx's import leaves torch unable to initialise CUDA in a
-forked child. One thread, one select loop.
+Started by `mkb zygote`: the candidates' zygote in the candidate's
+environment (built from empty plus the allowlist, nothing of the judge's),
+the checkers' one, a process of its own, in the judge's. Neither runs
+candidate code nor initialises CUDA (a CUDA context does not survive fork):
+torch counts devices through NVML (PYTORCH_NVML_BASED_CUDA_CHECK=1), without
+which TIRx's import leaves torch unable to initialise CUDA in a forked
+child. One thread, one select loop, on an abstract AF_UNIX SOCK_SEQPACKET
+socket (abstract_address) and a peer check (check_peer).
 
-Per connection (AF_UNIX, SOCK_SEQPACKET, the socket's folder mode 0700), the
-judge sends one request: JSON {"dir", "env", "sandbox"} (the candidate's
-working folder, its whole environment, its sandbox as text:
-src/sandbox_spec.h) with two descriptors, the candidate's end of the
-checker's socket and its output pipe. The zygote forks; the child calls
-mkb_zygote_enter (src/zygote/child.c): a new session, the descriptors on 3,
-1 and 2, every other descriptor closed, the sandbox applied exactly as a
-cold candidate's; then it takes the request's environment and runs
-mkb_grader.candidate's main. The zygote answers {"pid", "layers"} (or
-{"error"}), then {"exit": status} when the child has ended. "kill" from the
-judge, or the connection closing, kills the child's session.
+Per connection the judge sends one request: JSON {"dir", "env"} and, to the
+candidates' zygote, "sandbox" (its sandbox as text: src/sandbox_spec.h),
+with the child's descriptors (a candidate: its end of the checker's socket
+and its output pipe; a checker: stdin, stdout, stderr and its socket). The
+zygote forks; the child calls mkb_zygote_enter (src/zygote/child.c): a new
+session, the descriptors on 0-3, every other descriptor closed, and for a
+candidate the sandbox applied exactly as a cold candidate's; then it takes
+the request's environment and runs mkb_grader.candidate's (or
+mkb_grader's) main. The zygote answers {"pid", "layers"} (or {"error"}),
+then {"exit": status} when the child has ended. "kill" from the judge, or
+the connection closing, kills the child's session.
 """
 import argparse
 import ctypes
