@@ -93,12 +93,11 @@ class Zygote:
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.listener.bind(abstract_address(path))
         self.listener.listen(64)
-        self.children = {}  # conn fileno -> Child, while its judge is connected
-        self.running = []   # every child not yet waited for
+        self.running = []  # every child not yet waited for (conn: its judge, while connected)
         self.stop = False
 
     def sockets(self):
-        return [self.listener] + [c.conn for c in self.children.values() if c.conn is not None]
+        return [self.listener] + [c.conn for c in self.running if c.conn is not None]
 
     def serve(self):
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stop", True))
@@ -111,7 +110,7 @@ class Zygote:
                 if s is self.listener:
                     self.accept()
                 else:
-                    self.from_judge(self.children[s.fileno()])
+                    self.from_judge(next(c for c in self.running if c.conn is s))
             self.reap()
         for c in list(self.running):
             self.kill(c)
@@ -146,7 +145,6 @@ class Zygote:
                 os.close(fd)
         conn.settimeout(None)
         child = Child(conn, pid)
-        self.children[conn.fileno()] = child
         self.running.append(child)
         try:
             conn.send(json.dumps({"pid": pid, "layers": layers}).encode())
@@ -269,7 +267,6 @@ class Zygote:
 
     def forget(self, child):
         if child.conn is not None:
-            self.children.pop(child.conn.fileno(), None)
             child.conn.close()
             child.conn = None
 
