@@ -411,25 +411,36 @@ static void candidate_release(struct candidate_setup *cs)
 	memset(cs, 0, sizeof(*cs));
 }
 
+/* c is the zygote's child zc: supervised through its connection (proc.h). */
+static void zygote_attach(struct child *c, struct zygote_child *zc, struct child_remote *remote)
+{
+	c->pid = (pid_t)zc->pid;
+	c->layers = zc->layers;
+	remote->reap = zygote_reap;
+	remote->kill = zygote_kill_ctx;
+	remote->ctx = zc;
+	c->remote = remote;
+}
+
 /* The checker forked from the checkers' zygote (`mkb zygote`), c's pipes
  * and fd 3 as child_start would give them. 0, or -1 (a warning; the caller
  * starts it cold). */
 static int checker_from_zygote(const struct judge_opts *o, struct child *c, struct zygote_child *zc,
 			       struct child_remote *remote)
 {
-	int in[2], out[2], err[2], made = 0;
-	if (pipe2(in, O_CLOEXEC) == 0 && ++made && pipe2(out, O_CLOEXEC) == 0 && ++made &&
-	    pipe2(err, O_CLOEXEC) == 0)
+	int fds[3][2], made = 0;
+	while (made < 3 && pipe2(fds[made], O_CLOEXEC) == 0)
 		made++;
-	int *pipes[3] = {in, out, err};
 	if (made < 3) {
+		int e = errno;
 		for (int i = 0; i < made; i++) {
-			close(pipes[i][0]);
-			close(pipes[i][1]);
+			close(fds[i][0]);
+			close(fds[i][1]);
 		}
-		warning("the checker starts cold: pipe: %s", strerror(errno));
+		warning("the checker starts cold: pipe: %s", strerror(e));
 		return -1;
 	}
+	int *in = fds[0], *out = fds[1], *err = fds[2];
 	char **envp = child_env(c);
 	char cwd[4096], why[256];
 	int rc = -1;
@@ -452,33 +463,8 @@ static int checker_from_zygote(const struct judge_opts *o, struct child *c, stru
 	c->in_fd = in[1];
 	c->out_fd = out[0];
 	c->err_fd = err[0];
-	c->pid = (pid_t)zc->pid;
-	remote->reap = zygote_reap;
-	remote->kill = zygote_kill_ctx;
-	remote->ctx = zc;
-	c->remote = remote;
+	zygote_attach(c, zc, remote);
 	return 0;
-}
-
-/* The candidate is our child (cold) or the zygote's. */
-static void candidate_kill(struct child *cand, struct zygote_child *zc)
-{
-	if (zc->sock >= 0)
-		zygote_kill(zc);
-	else
-		child_kill(cand);
-}
-
-static void candidate_finish(struct child *cand, struct zygote_child *zc, int *status)
-{
-	if (zc->sock < 0) {
-		child_finish(cand, status);
-		return;
-	}
-	if (zygote_finish(zc, 30, status) < 0) {
-		warning("the zygote did not say how the candidate ended");
-		*status = 0;
-	}
 }
 
 /* The checker reported that the candidate process went away: say how. */
@@ -592,7 +578,7 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 				   "mkb_grader.candidate", NULL};
 	struct child c = CHILD_INIT, cand = CHILD_INIT;
 	struct zygote_child zc = ZYGOTE_CHILD_INIT, zck = ZYGOTE_CHILD_INIT;
-	struct child_remote remote;
+	struct child_remote remote, cand_remote;
 	struct reader r = {BUF_INIT(JUDGE_PROTOCOL_LINE_MAX), v, NULL, 0};
 	v->draws_total = o->draws;
 	struct buf tail = BUF_INIT(JUDGE_OUTPUT_TAIL_MAX);
@@ -617,9 +603,10 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 	} else if (o->zygote) {
 		char why[256];
 		if (zygote_spawn(o->zygote, &cs.sb, cs.env, cs.scratch, pair[1], cand_out[1], &zc, why,
-				 sizeof(why)) == 0)
+				 sizeof(why)) == 0) {
+			zygote_attach(&cand, &zc, &cand_remote);
 			v->from_zygote = 1;
-		else
+		} else
 			warning("the zygote at %s: %s; the candidate starts cold", o->zygote, why);
 	}
 	if (v->from_zygote)
@@ -642,7 +629,7 @@ started:
 	pair[1] = -1;
 	close(cand_out[1]);
 	cand_out[1] = -1;
-	v->sandbox_layers = v->from_zygote ? zc.layers : cand.layers;
+	v->sandbox_layers = cand.layers;
 
 	/* The checker: trusted, the only one that talks to us. */
 	c.argv = argv;
@@ -667,12 +654,12 @@ started:
 				&tail, JUDGE_OUTPUT_CAP);
 	if (pumped != 0) {
 		child_kill(&c);
-		candidate_kill(&cand, &zc);
+		child_kill(&cand);
 	}
 	int status = 0, cand_status = 0;
 	child_finish(&c, &status);
-	candidate_kill(&cand, &zc); /* its work is over whatever it is doing */
-	candidate_finish(&cand, &zc, &cand_status);
+	child_kill(&cand); /* its work is over whatever it is doing */
+	child_finish(&cand, &cand_status);
 	v->eval_ms = now_ms() - t0;
 	if (r.line.len && !r.overflow) /* a last line without its newline */
 		handle_line(&r, buf_str(&r.line));
@@ -708,10 +695,10 @@ out:
 		if (cand_out[i] >= 0)
 			close(cand_out[i]);
 	}
-	if (cand.pid > 0 || zc.sock >= 0) {
+	if (cand.pid > 0) {
 		int ignored;
-		candidate_kill(&cand, &zc);
-		candidate_finish(&cand, &zc, &ignored);
+		child_kill(&cand);
+		child_finish(&cand, &ignored);
 	}
 	proc_kill_descendants();
 	candidate_release(&cs);

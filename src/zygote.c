@@ -201,20 +201,12 @@ int zygote_poll(struct zygote_child *zc, int timeout_ms, int *status)
 	return 1;
 }
 
-int zygote_finish(struct zygote_child *zc, double timeout_s, int *status)
-{
-	int rc = zygote_poll(zc, (int)(timeout_s * 1000), status);
-	if (zc->sock >= 0) {
-		close(zc->sock);
-		zc->sock = -1;
-	}
-	return rc == 1 ? 0 : -1;
-}
-
 int zygote_reap(void *ctx, int block, int *status)
 {
 	struct zygote_child *zc = ctx;
 	int rc = zygote_poll(zc, block ? 30 * 1000 : 0, status);
+	if (rc != 1 && block)
+		warning("the zygote did not say how its child %ld ended", zc->pid);
 	if (rc < 0) { /* gone without a word: its children died with it */
 		zc->ended = 1;
 		zc->status = *status = 0;

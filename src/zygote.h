@@ -36,9 +36,6 @@ void zygote_kill(struct zygote_child *zc);
  * timeout_ms: 1 ended, 0 not yet, -1 the zygote went away without saying
  * (its children die with it). The connection is closed once it says. */
 int zygote_poll(struct zygote_child *zc, int timeout_ms, int *status);
-/* Wait up to timeout_s for how the candidate ended, then close. 0, or -1
- * when the zygote did not say. */
-int zygote_finish(struct zygote_child *zc, double timeout_s, int *status);
 /* A struct child_remote (proc.h) for a child of a zygote: ctx is the
  * struct zygote_child. */
 int zygote_reap(void *ctx, int block, int *status);
