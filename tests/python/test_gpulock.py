@@ -1,6 +1,9 @@
 """The GPU's readers-writer lock: shared holders together, one exclusive
 holder alone, a waiting exclusive taker not starved by new shared ones."""
+import contextlib
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -54,22 +57,29 @@ class GpuLockTest(unittest.TestCase):
         tc.join(5)
         self.assertEqual(order, ["exclusive", "shared"])
 
+    @contextlib.contextmanager
+    def other_process(self, code, ready):
+        """A Python process running code with sys.argv[1] the lock's path and
+        the grader on its path; entered once it has printed ready, killed on
+        leaving."""
+        grader = os.path.join(os.path.dirname(__file__), "..", "..", "grader")
+        proc = subprocess.Popen([sys.executable, "-c", f"import sys; sys.path.insert(0, sys.argv[2]); {code}",
+                                 self.path, grader], stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(proc.stdout.readline().strip(), ready)
+            yield proc
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+
     def test_others_sees_holders_of_other_processes(self):
-        import subprocess
-        import sys
         mine = GpuLock(self.path)
         mine.shared()
         self.assertFalse(mine.others())
-        holder = subprocess.Popen([sys.executable, "-c", (
-            "import fcntl, sys, time; f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_SH); "
-            "print('held', flush=True); time.sleep(30)"), self.path], stdout=subprocess.PIPE, text=True)
-        try:
-            self.assertEqual(holder.stdout.readline().strip(), "held")
+        with self.other_process("import fcntl, time; f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_SH); "
+                                "print('held', flush=True); time.sleep(30)", "held"):
             self.assertTrue(mine.others())
-        finally:
-            holder.kill()
-            holder.wait()
-            holder.stdout.close()
         self.assertFalse(mine.others())
         mine.release()
 
@@ -77,25 +87,14 @@ class GpuLockTest(unittest.TestCase):
         # an evaluation waiting for the exclusive lock still holds its GPU
         # memory: an out-of-memory beside it is not the kernel's (found on
         # an H100 in session 17: 03/tirx graded failed beside 03/cutedsl)
-        import subprocess
-        import sys
         mine = GpuLock(self.path)
         mine.shared()
-        waiter = subprocess.Popen([sys.executable, "-c", (
-            "import sys; sys.path.insert(0, sys.argv[2]); from mkb_grader.gpulock import GpuLock; "
-            "print('waiting', flush=True); GpuLock(sys.argv[1]).exclusive()"),
-            self.path, os.path.join(os.path.dirname(__file__), "..", "..", "grader")],
-            stdout=subprocess.PIPE, text=True)
-        try:
-            self.assertEqual(waiter.stdout.readline().strip(), "waiting")
+        with self.other_process("from mkb_grader.gpulock import GpuLock; print('waiting', flush=True); "
+                                "GpuLock(sys.argv[1]).exclusive()", "waiting"):
             deadline = time.monotonic() + 10
             while not mine.others() and time.monotonic() < deadline:
                 time.sleep(0.05)
             self.assertTrue(mine.others())
-        finally:
-            waiter.kill()
-            waiter.wait()
-            waiter.stdout.close()
         self.assertFalse(mine.others())
         mine.release()
 
