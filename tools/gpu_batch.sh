@@ -24,8 +24,9 @@
 #                                     rewritten in session 12), visible + held-out
 #   tools/gpu_batch.sh startup        tools/startup_probe.py: a candidate's start-up, cold and
 #                                     forked from a pre-imported parent (ROUNDS, default 3)
-#   tools/gpu_batch.sh zygote         tools/zygote_bench.sh: 28's kernels graded cold and through
-#                                     mkb zygote, alternating, side by side
+#   tools/gpu_batch.sh zygote [P]     tools/zygote_bench.sh: the shipped kernels of problems P
+#                                     (default 28) graded cold and through mkb zygote,
+#                                     alternating, side by side (ROUNDS, default 3)
 #   tools/gpu_batch.sh noise [P]      the noise study (tools/noise_study.sh) on P (N or
 #                                     N/dsl); AB=1: default and noise measures on,
 #                                     interleaved, side by side (about 150 s per kernel);
@@ -124,9 +125,15 @@ startup)
 	grep -v '^{' "$work/startup.txt" | tee "$work/startup.md"
 	;;
 zygote)
-	# issue 9: 28's shipped kernels graded cold and through mkb zygote,
-	# alternating (tools/zygote_bench.sh; ROUNDS, default 3)
-	OUT=$work bounded tools/zygote_bench.sh 2>"$work/stderr-zygote.txt" | tail -12
+	# issue 9: the shipped kernels of problems P (default 28) graded cold
+	# and through mkb zygote, alternating (tools/zygote_bench.sh)
+	specs=()
+	for n in ${2//,/ }; do # problems P: their shipped kernels, both DSLs
+		for k in solutions/$(printf %02d "$((10#$n))")_*/*/kernel.py; do
+			[ -f "$k" ] && specs+=("$k:$n:$(basename "$(dirname "$k")")")
+		done
+	done
+	OUT=$work bounded tools/zygote_bench.sh "${specs[@]}" 2>"$work/stderr-zygote.txt" | tail -12
 	;;
 noise)
 	OUT=$work bounded tools/noise_study.sh "${2:-28,36}" ${EVALS:+"$EVALS"} 2>"$work/stderr-noise.txt" | tail -40
