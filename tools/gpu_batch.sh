@@ -128,7 +128,8 @@ zygote)
 	# issue 9: the shipped kernels of problems P (default 28) graded cold
 	# and through mkb zygote, alternating (tools/zygote_bench.sh)
 	specs=()
-	for n in ${2//,/ }; do # problems P: their shipped kernels, both DSLs
+	p=${2:-}
+	for n in ${p//,/ }; do # problems P: their shipped kernels, both DSLs
 		for k in solutions/$(printf %02d "$((10#$n))")_*/*/kernel.py; do
 			[ -f "$k" ] && specs+=("$k:$n:$(basename "$(dirname "$k")")")
 		done
