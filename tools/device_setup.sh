@@ -72,6 +72,8 @@ devlib jansson libjansson.so.4
 devlib sqlite3 libsqlite3.so.0
 devlib curl libcurl.so.4
 make -s build/mkb build/mkb-submit DEBS_STAMP= PG=0 PKG_CFLAGS="-I.stage/include" PKG_LIBS="-Lbuild/devlib -ljansson -lsqlite3 -lcurl"
+# the zygote's child side (mkb zygote, then --zygote NAME; docs/judge.md): libc only
+make -s build/libmkb_zygote.so
 # The launch recorder (the DSL rules; docs/launch-attribution.md): without
 # it an evaluation that enforces the rules is an infra_error on a GPU.
 cuda_dir=""
