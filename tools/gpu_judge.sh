@@ -7,7 +7,7 @@
 #                                   rules' rows with --launches enforce)
 #   tools/gpu_judge.sh launches     problem 28's shipped kernels with and without the
 #                                   launch recorder, alternating, twice (its cost)
-#   tools/gpu_judge.sh compare [P]  shipped solutions (problems P, default all 14):
+#   tools/gpu_judge.sh compare [P]  shipped solutions (P: N or N/dsl, comma separated; default all 28):
 #                                   old judge, then new judge, same kernel, visible;
 #                                   new judge on held-out (NO_HELDOUT=1: not)
 #   tools/gpu_judge.sh breakdown    problem 28 (torch kernels: no DSL needed): wall
@@ -79,13 +79,23 @@ PY
 	tail -1 "$rows" | cut -c1-300 >&2
 }
 
-solutions() { # NN list -> "NN_name dsl" lines
+wanted() { # wanted LIST NN_name dsl: is (problem, dsl) named by LIST (N or N/dsl, comma separated; empty: all)?
+	local t
+	[ -n "$1" ] || return 0
+	for t in ${1//,/ }; do
+		[ "$((10#${t%%/*}))" = "$((10#${2%%_*}))" ] || continue
+		[ "$t" = "${t%%/*}" ] || [ "${t#*/}" = "$3" ] && return 0
+	done
+	return 1
+}
+
+solutions() { # list of N or N/dsl (empty: all) -> "NN_name dsl" lines
+	local d n dsl
 	for d in solutions/[0-9]*_*/; do
 		d=${d%/}
 		n=$(basename "$d")
-		[ -n "${1:-}" ] && ! grep -qw "$((10#${n%%_*}))" <<<"${1//,/ }" && continue
 		for dsl in cutedsl tirx; do
-			[ -f "$d/$dsl/kernel.py" ] && echo "$n $dsl"
+			[ -f "$d/$dsl/kernel.py" ] && wanted "${1:-}" "$n" "$dsl" && echo "$n $dsl"
 		done
 	done
 }
