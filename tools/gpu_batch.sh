@@ -39,6 +39,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export MKB_PYTHON=${MKB_PYTHON:-/opt/torch/.venv/bin/python}
 . tools/device_env.sh
+. tools/select.sh # solutions: which kernels a "N or N/dsl" list names
 out=${OUT:?set OUT}
 step=${1:?step}
 work=/tmp/gpu-batch-$step
@@ -128,12 +129,9 @@ zygote)
 	# issue 9: the shipped kernels of problems P (default 28) graded cold
 	# and through mkb zygote, alternating (tools/zygote_bench.sh)
 	specs=()
-	p=${2:-}
-	for n in ${p//,/ }; do # problems P: their shipped kernels, both DSLs
-		for k in solutions/$(printf %02d "$((10#$n))")_*/*/kernel.py; do
-			[ -f "$k" ] && specs+=("$k:$n:$(basename "$(dirname "$k")")")
-		done
-	done
+	while read -r n dsl; do # P: problems (N or N/dsl), their shipped kernels
+		specs+=("solutions/$n/$dsl/kernel.py:$((10#${n%%_*})):$dsl")
+	done < <(solutions "${2:-28}")
 	OUT=$work bounded tools/zygote_bench.sh "${specs[@]}" 2>"$work/stderr-zygote.txt" | tail -12
 	;;
 noise)

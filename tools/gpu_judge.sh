@@ -79,26 +79,7 @@ PY
 	tail -1 "$rows" | cut -c1-300 >&2
 }
 
-wanted() { # wanted LIST NN_name dsl: is (problem, dsl) named by LIST (N or N/dsl, comma separated; empty: all)?
-	local t
-	[ -n "$1" ] || return 0
-	for t in ${1//,/ }; do
-		[ "$((10#${t%%/*}))" = "$((10#${2%%_*}))" ] || continue
-		[ "$t" = "${t%%/*}" ] || [ "${t#*/}" = "$3" ] && return 0
-	done
-	return 1
-}
-
-solutions() { # list of N or N/dsl (empty: all) -> "NN_name dsl" lines
-	local d n dsl
-	for d in solutions/[0-9]*_*/; do
-		d=${d%/}
-		n=$(basename "$d")
-		for dsl in cutedsl tirx; do
-			[ -f "$d/$dsl/kernel.py" ] && wanted "${1:-}" "$n" "$dsl" && echo "$n $dsl"
-		done
-	done
-}
+. tools/select.sh # wanted, solutions: which kernels a "N or N/dsl" list names
 
 # the launch recorder (docs/launch-attribution.md): without it nothing is
 # attributed and every verdict says why (dsl_checked false)

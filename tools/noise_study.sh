@@ -58,14 +58,7 @@ read -ra eval_flags <<<"${EVAL_FLAGS:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader >"$OUT/machine.txt" 2>&1
 echo "cores: $(nproc) of $(getconf _NPROCESSORS_ONLN)${AB:+; reduced: $reduced}; kernels at once: $par" >>"$OUT/machine.txt"
 
-wanted() { # problem dsl: whether P names it (as N or N/dsl)
-	[ -z "${list:-}" ] && return 0
-	local w
-	for w in ${list//,/ }; do
-		[ "$w" = "$1" ] || [ "$w" = "$1/$2" ] && return 0
-	done
-	return 1
-}
+. tools/select.sh # solutions: which kernels a "N or N/dsl" list names
 
 evaluate() { # round config [flags...]: one evaluation of $k, its row appended to $part
 	local i=$1 config=$2
@@ -104,18 +97,16 @@ study() { # one kernel ($n $p $dsl $k $pdir): its evaluations, then its blocks
 	echo "noise: $n/$dsl done" >&2
 }
 
-for d in "${SOLUTIONS:-solutions}"/[0-9]*_*/; do
-	n=$(basename "$d")
+root=${SOLUTIONS:-solutions}
+solutions "$list" "$root" >"$OUT/selected.txt"
+while read -r n dsl; do
 	p=$((10#${n%%_*}))
 	pdir=$(ls -d problems/*/"$n" 2>/dev/null | head -1)
-	for dsl in cutedsl tirx; do
-		k="$d$dsl/kernel.py"
-		[ -f "$k" ] && wanted "$p" "$dsl" || continue
-		while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do
-			wait -n
-		done
-		study &
+	k="$root/$n/$dsl/kernel.py"
+	while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do
+		wait -n
 	done
-done
+	study </dev/null &
+done <"$OUT/selected.txt"
 wait
 table
