@@ -55,6 +55,34 @@ WARM = os.environ.get("MKB_JUDGE_PREP") if os.environ.get("MKB_JUDGE_PREP") in (
 # so the GPU is not idle for the round trip before the call.
 KEEP = os.environ.get("MKB_JUDGE_KEEP") == "1"
 
+PHASES = ("before", "solve", "drain", "export")
+
+
+def call_phases(got):
+    """The candidate's phases of one call (op_go), kept only if every one is
+    a finite, non-negative number of ms: the candidate's word, diagnosis only."""
+    if not isinstance(got, dict):
+        return None
+    out = {}
+    for k in PHASES:
+        v = got.get(k)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < float("inf"):
+            return None
+        out[k] = float(v)
+    return out
+
+
+def phase_medians(phases, trips):
+    """timing.phases: median of each phase over the calls that reported all
+    of them, and of the empty round trips before them (uncapped)."""
+    got = [p for p in phases if p is not None]
+    if not got or len(got) != len(phases):
+        return None
+    out = {k + "_ms": timing.median([p[k] for p in got]) for k in PHASES}
+    out["round_trip_ms"] = timing.median(trips)
+    return out
+
+
 
 class ArenaRefused(Exception):
     """Shared device memory could not be set up on one side."""
@@ -383,7 +411,7 @@ class Evaluation:
         ms = float(ms) if isinstance(ms, (int, float)) and ms == ms else None
         cpu = reply.get("cpu_ms")
         cpu = float(cpu) if isinstance(cpu, (int, float)) and cpu == cpu else None
-        return actual, ms, wall_ms, (views, kept), cpu, device_ms
+        return actual, ms, wall_ms, (views, kept), cpu, device_ms, call_phases(reply.get("phases"))
 
     def launch_step(self, step, *args):
         """One step of launch attribution (what it returns); its findings as
@@ -502,7 +530,7 @@ class Evaluation:
             _, inputs = self.draw("correctness")
             expected, anchor = self.reference_outputs(inputs)
             self.hand_over(inputs)
-            actual, _, _, raw, _, _ = self.call(expected)
+            actual, _, _, raw, _, _, _ = self.call(expected)
             label = f"draw {k + 1}/{self.draws}"
             rows = self.compare(actual, expected, anchor, label)
             self.still_written(raw, label)
@@ -586,7 +614,7 @@ class Evaluation:
                 expected = clock.time_call(self.problem.reference,
                                            correctness.clone_inputs(inputs))[0]
             self.hand_over(inputs)
-            _, ms, wall, _, _, _ = self.call(expected)
+            _, ms, wall, _, _, _, _ = self.call(expected)
             times.append(ms if ms is not None else wall)
             del inputs, expected
         if self.warmup_until:
@@ -601,7 +629,8 @@ class Evaluation:
         recheck = set(picker.sample(range(self.timed), min(self.rechecks, self.timed)))
         self.enter("timing")
         state_before = gpustate.snapshot(self.device)
-        calls = {"kernel": [], "wall": [], "trip": [], "eager": [], "export": [], "cpu": [], "device": []}
+        calls = {"kernel": [], "wall": [], "trip": [], "eager": [], "export": [], "cpu": [], "device": [],
+                 "phases": []}
         i = 0
         while i < len(seeds):
             self._timed_call(i, seeds, i in recheck, clock, calls)
@@ -648,9 +677,10 @@ class Evaluation:
         calls["trip"].append(self._round_trip())
         self.hand_over(inputs)
         del inputs
-        actual, ms, wall, raw, cpu, device_ms = self.call(expected)
+        actual, ms, wall, raw, cpu, device_ms, phases = self.call(expected)
         calls["kernel"].append(ms if ms is not None else wall)
         calls["wall"].append(wall)
+        calls["phases"].append(phases)
         if cpu is not None:
             calls["cpu"].append(cpu)
         calls["device"].append(device_ms)
@@ -712,6 +742,13 @@ class Evaluation:
             # host does not move. None unless every timed call has one.
             "device_ms": (timing.median(calls["device"])
                           if calls["device"] and None not in calls["device"] else None),
+            # (ours, diagnosis only) where each call's wall time went, medians
+            # over the timed calls: the empty round trip uncapped, and the
+            # candidate's own clock from receiving "go" to answering (before
+            # the timed window, solve, draining the GPU, the output export);
+            # the rest of the wall time is messaging. None where the
+            # candidate did not say.
+            "phases": phase_medians(calls["phases"], calls["trip"]),
         }
         kernel = events if confirmed else max(floor, 1e-6)
         self.result["kernel_ms"] = kernel

@@ -76,6 +76,13 @@ class ProcedureTest(unittest.TestCase):
         self.assertGreater(t["solve_cpu_ms"], 0)
         self.assertIsNone(t["gpu_state"])
         self.assertIsNone(t["device_ms"])  # no launch recorder on the CPU
+        # where each call's wall time went (diagnosis): the candidate's own
+        # phases, the uncapped empty round trip
+        ph = t["phases"]
+        self.assertEqual(set(ph), {"before_ms", "solve_ms", "drain_ms", "export_ms", "round_trip_ms"})
+        self.assertTrue(all(v >= 0 for v in ph.values()), ph)
+        self.assertEqual(ph["solve_ms"], t["solve_cpu_ms"])
+        self.assertGreaterEqual(ph["round_trip_ms"], t["round_trip_ms"])  # the latter capped
 
     def test_two_evaluations_draw_different_seeds(self):
         a, _ = run(KERNEL, timed=0)
@@ -308,3 +315,20 @@ class CrowdedGpuTest(unittest.TestCase):
     def test_a_checker_holding_little_leaves_it_the_kernels(self):
         self.assertIsNone(self.crowded(10 * 2**30, 80 * 2**30))
         self.assertIsNone(self.crowded(60 * 2**30, 80 * 2**30, device="cpu"))
+
+
+class PhasesTest(unittest.TestCase):
+    """The candidate's phases of a call are its word: kept only when every
+    one is a finite, non-negative number."""
+
+    def test_only_well_formed_phases_are_kept(self):
+        from mkb_grader.evaluate import call_phases, phase_medians
+        good = {"before": 0.01, "solve": 0.1, "drain": 0, "export": 0.2}
+        self.assertEqual(call_phases(good), {k: float(v) for k, v in good.items()})
+        for bad in (None, [], {"before": 0.01}, {**good, "solve": -1.0}, {**good, "drain": float("nan")},
+                    {**good, "export": float("inf")}, {**good, "before": True}, {**good, "solve": "0.1"}):
+            self.assertIsNone(call_phases(bad), bad)
+        self.assertIsNone(phase_medians([call_phases(good), None], [0.1, 0.2]))  # one call silent: none
+        m = phase_medians([call_phases(good)] * 3, [0.3, 0.1, 0.2])
+        self.assertEqual(m["round_trip_ms"], 0.2)
+        self.assertEqual(m["export_ms"], 0.2)
