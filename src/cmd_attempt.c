@@ -18,6 +18,7 @@
 #include "proc.h"
 #include "store.h"
 #include "util.h"
+#include "zygote_auto.h"
 
 static const char attempt_help[] =
 	"usage: mkb attempt NN --dsl cutedsl|tirx --model SPEC [options]\n"
@@ -302,7 +303,11 @@ int cmd_attempt(int argc, char **argv)
 		return usage_error("attempt", "MKB_SANDBOX_OFF names an unknown layer");
 	}
 	struct attempt_result r;
+	proc_catch_interrupts();
+	struct zygote_auto za = ZYGOTE_AUTO_INIT; /* --zygote auto: one for the attempt's evaluations */
+	zygote_auto_start(&za, &x.judge);
 	rc = attempt_run(&x.a, &r) < 0 ? EXIT_INFRA : exit_for(r.status);
+	zygote_auto_stop(&za);
 	if (r.status) {
 		if (x.as_json) {
 			json_t *o = json_deep_copy(r.summary);

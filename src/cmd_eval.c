@@ -14,6 +14,7 @@
 #include "judge_flags.h"
 #include "proc.h"
 #include "util.h"
+#include "zygote_auto.h"
 
 static const char eval_help[] =
 	"usage: mkb eval NN --dsl cutedsl|tirx [options] KERNEL.py\n"
@@ -128,6 +129,11 @@ int cmd_eval(int argc, char **argv)
 	int rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc < 0 ? EXIT_OK : EXIT_USAGE; /* -1: --help was shown */
+	if (zygote_is_auto(a.judge.zygote)) { /* a zygote of its own would cost what it saves */
+		warning("--zygote auto starts a zygote for commands that grade many kernels (run, validate, "
+			"worker, attempt); this one evaluation starts cold (or start `mkb zygote --socket NAME`)");
+		a.judge.zygote = NULL;
+	}
 	if (gpu_check(&a.judge) < 0)
 		return EXIT_INFRA;
 	struct mkb_env env;

@@ -14,6 +14,7 @@
 #include "proc.h"
 #include "run.h"
 #include "util.h"
+#include "zygote_auto.h"
 
 static const char run_help[] =
 	"usage: mkb run --model SPEC [--problems N,N | --family F] [--arms A,A] [--replicates N]\n"
@@ -272,7 +273,12 @@ int cmd_run(int argc, char **argv)
 	}
 	if (!rc) {
 		proc_catch_interrupts();
+		/* --zygote auto: one zygote for the whole run, ended with it */
+		struct zygote_auto za = ZYGOTE_AUTO_INIT;
+		if (!x.r.dry_run && !x.r.enqueue)
+			zygote_auto_start(&za, &x.judge);
 		rc = run_protocol(&x.r);
+		zygote_auto_stop(&za);
 	}
 	free(runs_dir);
 	free(problems);

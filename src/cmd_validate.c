@@ -14,6 +14,7 @@
 #include "proc.h"
 #include "sol.h"
 #include "util.h"
+#include "zygote_auto.h"
 
 static const char validate_help[] =
 	"usage: mkb validate [options]\n"
@@ -223,6 +224,9 @@ int cmd_validate(int argc, char **argv)
 		mkb_env_release(&env);
 		return EXIT_INFRA;
 	}
+	/* --zygote auto: one zygote for every solution graded here */
+	struct zygote_auto za = ZYGOTE_AUTO_INIT;
+	zygote_auto_start(&za, &a.judge);
 	rc = EXIT_INFRA;
 	if (!a.as_json)
 		printf("#   dsl      workload status       kernel ms   eager ms   speedup  frac SOL\n");
@@ -288,6 +292,7 @@ out:
 	for (size_t i = 0; i < n; i++)
 		verdict_release(&rows[i].v);
 	free(rows);
+	zygote_auto_stop(&za);
 	grade_env_close(&g);
 	free(solutions);
 	mkb_env_release(&env);

@@ -13,6 +13,7 @@
 #include "proc.h"
 #include "util.h"
 #include "worker.h"
+#include "zygote_auto.h"
 
 static const char worker_help[] =
 	"usage: mkb worker --store postgres://... [--lease S] [options as mkb run]\n"
@@ -129,7 +130,10 @@ int cmd_worker(int argc, char **argv)
 	}
 	if (!rc) {
 		proc_catch_interrupts();
+		struct zygote_auto za = ZYGOTE_AUTO_INIT; /* --zygote auto: one for the worker's life */
+		zygote_auto_start(&za, &x.judge);
 		rc = worker_run(&x.w);
+		zygote_auto_stop(&za);
 	}
 	free(store);
 	free(runs_dir);

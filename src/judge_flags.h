@@ -70,8 +70,10 @@ enum {
 	"  --warmup-until F      more warm-up calls (up to 100) until the median of the\n"  \
 	"                        last 10 is within F of the 10 before (e.g. 0.02; off)\n"   \
 	"  --gc-freeze           no Python garbage collection while timing (off)\n"      \
-	"  --zygote NAME         (ours) fork the candidate from `mkb zygote --socket NAME`'s\n" \
-	"                        pre-imported parent ($MKB_ZYGOTE; a cold start if unreachable)\n"
+	"  --zygote NAME|auto    (ours) fork the candidate from `mkb zygote --socket NAME`'s\n" \
+	"                        pre-imported parent ($MKB_ZYGOTE; a cold start if unreachable);\n" \
+	"                        auto (run, validate, worker, attempt): start one for this\n" \
+	"                        command alone and end it with the command (default: none)\n"
 
 /* Apply option c (from JUDGE_LONG_OPTIONS) with its argument to o.
  * Returns 1 when applied, 0 when c is not a judge flag, -1 on a bad value
@@ -80,5 +82,18 @@ int judge_flag(int c, const char *arg, struct judge_opts *o);
 /* Checks that need all the flags, and defaults that follow from others
  * (--gpus without --slots: 2 slots per GPU): 0, or -1 (error printed). */
 int judge_flags_check(struct judge_opts *o);
+
+/* The flags of o that change how an evaluation draws and times (--draws,
+ * --warmup, --timed, --rechecks, --seed, --max-kernel-bytes and the noise
+ * flags: --until-ci, --max-timed, --pin-cpus, --warmup-until, --gc-freeze),
+ * as `mkb eval` arguments, for a command that grades through `mkb eval`
+ * (an attempt): only those that differ from judge_opts_init's. Numbers
+ * are written into t; argv[*n] on are appended, at most JUDGE_TIMING_ARGS. */
+#define JUDGE_TIMING_ARGS 21
+struct judge_timing_text {
+	char draws[16], warmup[16], timed[16], rechecks[16], max_bytes[24], until_ci[32], max_timed[16],
+		warmup_until[32];
+};
+void judge_timing_argv(const struct judge_opts *o, struct judge_timing_text *t, const char **argv, size_t *n);
 
 #endif

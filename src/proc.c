@@ -365,7 +365,15 @@ void proc_become_subreaper(void)
 		warning("cannot become a subreaper: %s", strerror(errno));
 }
 
-/* Children of this process as listed by /proc/self/task/<tid>/children. */
+static pid_t spared; /* proc_spare_child's */
+
+void proc_spare_child(pid_t pid)
+{
+	spared = pid;
+}
+
+/* Children of this process as listed by /proc/self/task/<tid>/children,
+ * but the one spared. */
 static size_t list_children(pid_t *out, size_t max)
 {
 	size_t n = 0;
@@ -383,7 +391,8 @@ static size_t list_children(pid_t *out, size_t max)
 			continue;
 		long pid;
 		while (n < max && fscanf(f, "%ld", &pid) == 1)
-			out[n++] = (pid_t)pid;
+			if (spared <= 0 || (pid_t)pid != spared)
+				out[n++] = (pid_t)pid;
 		fclose(f);
 	}
 	closedir(d);

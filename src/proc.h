@@ -92,8 +92,13 @@ int proc_interrupted(void);
  * that left the child's process group still comes back to us. */
 void proc_become_subreaper(void);
 /* Kill and reap every remaining child of this process (after an evaluation,
- * nothing it started may outlive it). Returns how many were killed. */
+ * nothing it started may outlive it) but the one spared. Returns how many
+ * were killed. */
 int proc_kill_descendants(void);
+/* The child that proc_kill_descendants leaves alone: a zygote the command
+ * started for its whole duration (zygote_auto.h), not the evaluation; 0:
+ * none. */
+void proc_spare_child(pid_t pid);
 
 /* Start time of process pid in clock ticks since boot (field 22 of
  * /proc/PID/stat), or -1 when there is no such process. With the boot id
