@@ -17,6 +17,7 @@
 #include "agent_cli.h"
 #include "buf.h"
 #include "grade.h"
+#include "judge_flags.h"
 #include "llm_flags.h"
 #include "mkb_limits.h"
 #include "model_proxy.h"
@@ -150,7 +151,8 @@ static json_t *grade_file(struct attempt *a, const char *kernel, const char *sub
 	snprintf(timeout, sizeof(timeout), "%.0f", j->timeout_s);
 	snprintf(gpu, sizeof(gpu), "%d", j->gpu);
 	snprintf(min_share, sizeof(min_share), "%.17g", j->dsl_min_share);
-	const char *argv[48];
+	struct judge_timing_text timing_text;
+	const char *argv[48 + JUDGE_TIMING_ARGS];
 	size_t n = 0;
 	argv[n++] = a->self;
 	argv[n++] = "eval";
@@ -172,6 +174,10 @@ static json_t *grade_file(struct attempt *a, const char *kernel, const char *sub
 		argv[n++] = "--python";
 		argv[n++] = j->python;
 	}
+	/* the zygote as this command was given it (--zygote auto: its own; ""
+	 * none, whatever $MKB_ZYGOTE says) */
+	argv[n++] = "--zygote";
+	argv[n++] = j->zygote ? j->zygote : "";
 	if (j->slots > 0) {
 		argv[n++] = "--slots";
 		argv[n++] = slots;
@@ -191,6 +197,9 @@ static json_t *grade_file(struct attempt *a, const char *kernel, const char *sub
 	}
 	argv[n++] = "--dsl-min-share";
 	argv[n++] = min_share;
+	/* how it draws and times, as the command was given it (noise flags
+	 * included) */
+	judge_timing_argv(j, &timing_text, argv, &n);
 	if (submission) {
 		argv[n++] = "--submission";
 		argv[n++] = submission;

@@ -103,3 +103,41 @@ int judge_flags_check(struct judge_opts *o)
 		o->slots = 2 * o->ngpus; /* one compiling and checking while one times */
 	return 0;
 }
+
+void judge_timing_argv(const struct judge_opts *o, struct judge_timing_text *t, const char **argv, size_t *n)
+{
+	struct judge_opts d;
+	judge_opts_init(&d);
+#define INT_ARG(flag, field, text)                                              \
+	if (o->field != d.field) {                                              \
+		snprintf(t->text, sizeof(t->text), "%ld", (long)o->field);      \
+		argv[(*n)++] = flag;                                             \
+		argv[(*n)++] = t->text;                                          \
+	}
+#define SHARE_ARG(flag, field, text)                                            \
+	if (o->field > 0) {                                                     \
+		snprintf(t->text, sizeof(t->text), "%.17g", o->field);          \
+		argv[(*n)++] = flag;                                             \
+		argv[(*n)++] = t->text;                                          \
+	}
+	INT_ARG("--draws", draws, draws)
+	INT_ARG("--warmup", warmup, warmup)
+	INT_ARG("--timed", timed, timed)
+	INT_ARG("--rechecks", rechecks, rechecks)
+	INT_ARG("--max-kernel-bytes", max_kernel_bytes, max_bytes)
+	INT_ARG("--max-timed", max_timed, max_timed)
+	SHARE_ARG("--until-ci", until_ci, until_ci)
+	SHARE_ARG("--warmup-until", warmup_until, warmup_until)
+#undef INT_ARG
+#undef SHARE_ARG
+	if (o->seed) {
+		argv[(*n)++] = "--seed";
+		argv[(*n)++] = o->seed;
+	}
+	if (o->pin_cpus) {
+		argv[(*n)++] = "--pin-cpus";
+		argv[(*n)++] = o->pin_cpus;
+	}
+	if (o->gc_freeze)
+		argv[(*n)++] = "--gc-freeze";
+}

@@ -154,6 +154,32 @@ expect 'an external agent'"'"'s template is part of what its trials ran: an edit
 	"$MKB" run $flags --dry-run | grep -q "^STALE  p28_r1_solo_cutedsl"
 '
 
+expect 'the judge flags given to mkb run reach every evaluation of its attempts (counts, seed, noise flags)' '
+	# verdict STORE: the final verdict of p28_r1_solo_tirx in that store, as JSON
+	verdict() {
+		MKB_STORE=$1 "$MKB" attempt show "$(MKB_STORE=$1 sql "select attempt from trials where name=\"p28_r1_solo_tirx\"")" --json |
+			python3 -c "import json, sys; print(json.dumps(next(e[\"body\"][\"verdict\"] for e in json.load(sys.stdin)[\"events\"] if e[\"kind\"] == \"final\")))"
+	}
+	flagged() { # store [more flags]
+		local db=$1; shift
+		MKB_STORE=$db "$MKB" run --model oracle --problems 28 --arms solo_tirx $RUN_FLAGS --runs-dir "$db.runs" \
+			--draws 2 --warmup 1 --timed 7 --rechecks 1 --gc-freeze "$@" >"$db.txt" &&
+			grep -q "^done: 1 of 1 trials final: 1 passed" "$db.txt" && verdict "$db" >"$db.json"
+	}
+	flagged $TMP/f1.db --seed 12345
+	flagged $TMP/f2.db --seed 12345
+	flagged $TMP/f3.db --seed 54321
+	python3 - "$TMP" <<PY
+import json, sys
+a, b, c = (json.load(open(f"{sys.argv[1]}/f{i}.db.json")) for i in (1, 2, 3))
+assert (a["draws_total"], a["timed_calls"], a["outputs_checked"]) == (2, 7, 9), a
+assert a["timing"]["noise"]["gc"]["checker"] == "frozen", a["timing"].get("noise")
+# the same seed draws the same inputs (same errors), another seed others
+assert a["errors"] == b["errors"], (a["errors"], b["errors"])
+assert a["errors"] != c["errors"], (a["errors"], c["errors"])
+PY
+'
+
 expect 'bad usage is refused with exit 2' '
 	set +e
 	"$MKB" run --problems 28 >/dev/null 2>err.txt; a=$?
