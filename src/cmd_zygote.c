@@ -51,21 +51,25 @@ int cmd_zygote(int argc, char **argv)
 	}
 	if (argc != optind)
 		return usage_error("zygote", "unexpected argument '%s'", argv[optind]);
-	/* Its socket is abstract: out of reach of a process in another network
-	 * namespace or under Landlock's scope layer. Without either, a confined
-	 * process could ask it for a sibling (docs/judge.md). */
-	unsigned offered = sandbox_available() & ~o.sandbox_off;
-	if (!(offered & (SB_NETNS | SB_LANDLOCK_SCOPE))) {
-		error("this machine confines candidates without a network namespace and without "
-		      "Landlock's scope layer: a candidate could reach the zygote; start them cold");
-		return EXIT_INFRA;
-	}
 	char *fallback = xstrfmt("%s/mkb-zygote.sock", o.lock_dir);
 	if (!sock)
 		sock = fallback;
 	char *root = paths_root();
 	struct grade_env g;
 	if (grade_env_open(&g, root, &o, NULL, 1) < 0) {
+		free(root);
+		free(fallback);
+		return EXIT_INFRA;
+	}
+	/* Its socket is abstract: out of reach of a process in another network
+	 * namespace or under Landlock's scope layer. Without either (on this
+	 * machine, or turned off by $MKB_SANDBOX_OFF, which grade_env_open
+	 * read), a confined process could ask it for a sibling (docs/judge.md). */
+	unsigned offered = sandbox_available() & ~o.sandbox_off;
+	if (!(offered & (SB_NETNS | SB_LANDLOCK_SCOPE))) {
+		error("candidates are confined here without a network namespace and without "
+		      "Landlock's scope layer: a candidate could reach the zygote; start them cold");
+		grade_env_close(&g);
 		free(root);
 		free(fallback);
 		return EXIT_INFRA;

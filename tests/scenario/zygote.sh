@@ -128,6 +128,20 @@ PY
 	grep -Eq "ZYGOTE-REPLY (unreachable|.*is refused)" reason.txt
 '
 
+expect 'mkb zygote refuses to start where $MKB_SANDBOX_OFF turns off both layers that keep candidates from it' '
+	rc=0
+	MKB_SANDBOX_OFF=netns,landlock_scope timeout 60 "$MKB" zygote --socket "$SOCK-off" --device cpu >off.out 2>off.err || rc=$?
+	[ $rc = 3 ] # infrastructure: nothing was started
+	grep -q "without a network namespace and without Landlock" off.err
+	[ -z "$(pgrep -f "mkb_grader.zygote --socket $SOCK-off" || true)" ]
+	# one layer left is enough
+	MKB_SANDBOX_OFF=netns "$MKB" zygote --socket "$SOCK-one" --device cpu >one.out 2>&1 &
+	zp=$!
+	for _ in $(seq 600); do [ "$(grep -c "\"zygote\"" one.out 2>/dev/null)" = 2 ] && break; sleep 0.1; done
+	kill -TERM $zp; wait $zp || true
+	[ "$(grep -c "\"zygote\"" one.out)" = 2 ]
+'
+
 expect 'no zygote at the socket: a warning, and the candidate starts cold' '
 	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$TMP/none.sock" --json "$TOP/tests/kernels/28_torch_ok.py" >cold.json 2>err.txt
 	[ "$(field candidate_start <cold.json)" = cold ]
