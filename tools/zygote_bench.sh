@@ -27,11 +27,8 @@ kernels=("$@")
 device=cuda
 for f in "${flags[@]}"; do [ "$f" = cpu ] && device=cpu; done
 name="mkb-bench-$$"
-build/mkb zygote --socket "$name" --device "$device" >"$OUT/zygote.out" 2>&1 &
-zpid=$!
-trap 'kill $zpid 2>/dev/null; wait $zpid 2>/dev/null' EXIT
-for _ in $(seq 900); do grep -q '"zygote"' "$OUT/zygote.out" 2>/dev/null && break; sleep 0.1; done
-grep -q '"zygote"' "$OUT/zygote.out" || { echo "zygote_bench: the zygote did not start:" >&2; cat "$OUT/zygote.out" >&2; exit 3; }
+. tools/zygote_up.sh
+zygote_up "$name" "$device" "$OUT/zygote.out" || exit 3
 
 one() { # mode kernel n dsl round
 	local mode=$1 k=$2 n=$3 dsl=$4 round=$5 z=() t0 t1
