@@ -3,7 +3,8 @@ speed-of-light floor and its output statistics (developer tool, issue 3).
 
     python tools/catalog_gpu.py --out DIR [--problems 1,2,...] [--workloads visible,heldout]
                                 [--compile [--compile-workloads visible,...]] [--timed 20]
-                                [--timeout 120] [--inproc | --jobs N] [--carry OLD/catalog.jsonl]
+                                [--timeout 120] [--inproc | --jobs N [--peaks OLD.jsonl [--memory-gb G]]]
+                                [--carry OLD/catalog.jsonl]
     python tools/catalog_gpu.py --out DIR --merge RUN1.jsonl RUN2.jsonl ...
 
 The ceilings (HBM copy bandwidth, bf16 and fp32 matmul throughput) are
@@ -22,6 +23,9 @@ in parallel, and take a file lock for every timed section, so no two time at
 once; the one timing pauses the others (SIGSTOP/SIGCONT), so their compiles do
 not take the CPU from a launch-bound reference. --timeout is wall time, pauses
 included. A row that ran out of GPU memory next to others is measured again
+alone. --peaks takes each row's GPU memory from an earlier run's peak_gb
+(times 1.5): rows then start largest first and only while they fit in
+--memory-gb together (default 90% of the GPU's); a row larger than that runs
 alone. A row whose torch.compile does not finish within --timeout keeps its
 eager part, with the reason in the flags column. --carry fills the pairs this
 run does not measure, or measured with an error, from an earlier run's rows
@@ -46,6 +50,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -251,6 +256,48 @@ def stop_workers(signum, _frame):
     os._exit(128 + signum)  # not sys.exit: the pool would go on starting the queued rows
 
 
+# A row's GPU memory beside others is taken as its earlier peak (--peaks)
+# times this (compiling and its autotuning allocate beyond the eager peak).
+PEAK_HEADROOM = 1.5
+
+
+class MemoryBudget:
+    """With --jobs and --peaks: a row starts only when its earlier peak fits
+    beside the rows running (parallel workers ran 11 rows out of memory on
+    the H200); a row bigger than the whole budget runs alone."""
+
+    def __init__(self, total_gb):
+        self.total, self.used, self.running = total_gb, 0.0, 0
+        self.cond = threading.Condition()
+
+    @contextlib.contextmanager
+    def hold(self, gb, label):
+        with self.cond:
+            self.cond.wait_for(lambda: self.running == 0 or self.used + gb <= self.total)
+            print(f"{label}: starts ({gb:.1f} GB by --peaks, {self.used:.1f} of {self.total:.1f} GB held)",
+                  flush=True)
+            self.used += gb
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self.cond:
+                print(f"{label}: ends, {gb:.1f} GB free again", flush=True)
+                self.used -= gb
+                self.running -= 1
+                self.cond.notify_all()
+
+
+def read_peaks(path):
+    """(problem, workload) -> peak GB from an earlier run's rows."""
+    peaks = {}
+    for line in open(path):
+        r = json.loads(line)
+        if isinstance(r.get("peak_gb"), (int, float)):
+            peaks[(r["problem"], r["workload"])] = float(r["peak_gb"])
+    return peaks
+
+
 def run_one(d, wl, args):
     """One row: in this process (--inproc, faster: no torch start-up per
     problem), or in a child process with a timeout (isolates crashes/hangs)."""
@@ -361,6 +408,10 @@ def main():
     ap.add_argument("--inproc", action="store_true", help="no child process per problem")
     ap.add_argument("--jobs", type=int, default=1,
                     help="child processes at once; they trace and compile in parallel and time one at a time")
+    ap.add_argument("--peaks", default="", help="a catalog.jsonl whose peak_gb says how much GPU memory "
+                    "each row takes: with --jobs, rows start only while they fit in --memory-gb together")
+    ap.add_argument("--memory-gb", type=float, default=0,
+                    help="with --peaks: the GPU memory rows may hold at once (default: 90%% of the GPU's)")
     ap.add_argument("--carry", default="", help="a catalog.jsonl whose rows fill the (problem, workload) "
                     "pairs this run does not measure, marked with the run they come from")
     ap.add_argument("--merge", nargs="+", metavar="JSONL", help="measure nothing: one table from the rows "
@@ -401,14 +452,25 @@ def main():
         meta = json.load(open(os.path.join(d, "problem.json")))
         if not wanted or meta["number"] in wanted:
             tasks += [(d, meta, wl) for wl in args.workloads.split(",")]
+    peaks = read_peaks(args.peaks) if args.peaks else {}
     if wanted:  # started in the order given: with --jobs, put the slow compiles first
         tasks.sort(key=lambda t: wanted.index(t[1]["number"]))
+    elif peaks:  # the largest first, while the GPU is empty; the small ones fill in beside
+        tasks.sort(key=lambda t: -peaks.get((t[1]["number"], t[2]), 0))
+    budget = None
+    if peaks and args.jobs > 1:
+        total = args.memory_gb or (0.9 * torch.cuda.mem_get_info()[1] / 1e9 if args.device == "cuda" else 0)
+        if total <= 0:
+            ap.error("--peaks on the CPU needs --memory-gb")
+        budget = MemoryBudget(total)
     jsonl = open(os.path.join(args.out, "catalog.jsonl"), "a")
 
     def one(task):
         d, meta, wl = task
-        t0 = time.monotonic()
-        row = run_one(d, wl, args)
+        gb = PEAK_HEADROOM * peaks.get((meta["number"], wl), 0)
+        with budget.hold(gb, f"{meta['number']:02d} {wl}") if budget else contextlib.nullcontext():
+            t0 = time.monotonic()
+            row = run_one(d, wl, args)
         row.update(problem=meta["number"], name=meta["name"], family=meta["family"], workload=wl,
                    wall_s=round(time.monotonic() - t0, 1))
         if "error" not in row:

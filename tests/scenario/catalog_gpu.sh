@@ -224,4 +224,20 @@ expect '--jobs with --inproc is refused' '
 	[ $rc = 2 ]
 	grep -q "drop --inproc" err.txt
 '
+expect '--peaks with --jobs: rows that would not fit in --memory-gb together run one after the other, the largest first' '
+	printf "%s\n" "{\"problem\": 36, \"workload\": \"smoke\", \"peak_gb\": 8}" \
+		"{\"problem\": 25, \"workload\": \"smoke\", \"peak_gb\": 2}" >peaks.jsonl
+	for d in "$TOP"/problems/*/25_* "$TOP"/problems/*/36_*; do # a catalog of these two alone
+		mkdir -p "two/$(basename "$(dirname "$d")")" && cp -r "$d" "two/$(basename "$(dirname "$d")")/"
+	done
+	$CAT --jobs 2 --out tight --peaks peaks.jsonl --memory-gb 14 --problems-dir two >tight.txt
+	grep -E "^(25|36) smoke: (starts|ends)" tight.txt | cut -d" " -f1,3 | tr "\n" " " >order.txt
+	cat order.txt
+	# 8 GB x 1.5 = 12 of 14: 25 (3 GB) waits for 36, which goes first as the largest
+	[ "$(cat order.txt)" = "36 starts 36 ends, 25 starts 25 ends, " ]
+	$CAT --jobs 2 --out roomy --peaks peaks.jsonl --memory-gb 40 --problems 36,25 >roomy.txt
+	grep -E "^(25|36) smoke: (starts|ends)" roomy.txt | cut -d" " -f3 | head -2 | tr "\n" " " | grep -qx "starts starts "
+	[ "$(grep -c "^| [0-9][0-9] |" tight/catalog.md)" -ge 2 ]
+'
+
 finish
