@@ -9,8 +9,8 @@
 #include "grade.h"
 #include "judge_flags.h"
 #include "paths.h"
-#include "sandbox.h"
 #include "util.h"
+#include "zygote.h"
 
 static const char zygote_help[] =
 	"usage: mkb zygote [--socket PATH] [--device cuda|cpu] [--gpu N] [--python PATH]\n"
@@ -65,8 +65,7 @@ int cmd_zygote(int argc, char **argv)
 	 * namespace or under Landlock's scope layer. Without either (on this
 	 * machine, or turned off by $MKB_SANDBOX_OFF, which grade_env_open
 	 * read), a confined process could ask it for a sibling (docs/judge.md). */
-	unsigned offered = sandbox_available() & ~o.sandbox_off;
-	if (!(offered & (SB_NETNS | SB_LANDLOCK_SCOPE))) {
+	if (!zygote_guarded(o.sandbox_off)) {
 		error("candidates are confined here without a network namespace and without "
 		      "Landlock's scope layer: a candidate could reach the zygote; start them cold");
 		grade_env_close(&g);

@@ -219,3 +219,8 @@ void zygote_kill_ctx(void *ctx)
 {
 	zygote_kill(ctx);
 }
+
+int zygote_guarded(unsigned off)
+{
+	return (sandbox_available() & ~off & (SB_NETNS | SB_LANDLOCK_SCOPE)) != 0;
+}

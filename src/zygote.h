@@ -20,6 +20,12 @@ struct zygote_child {
 };
 #define ZYGOTE_CHILD_INIT { -1, 0, 0, 0, 0 }
 
+/* Whether candidates confined here, less the layers in off, are kept from a
+ * zygote's abstract socket: by their own network namespace or by Landlock's
+ * scope layer. Without either a confined process could ask it for an
+ * unconfined sibling, so no zygote may start (docs/judge.md). */
+int zygote_guarded(unsigned off);
+
 /* Ask the candidates' zygote listening by the name path (an abstract
  * socket) for a candidate: env is its whole environment, dir its working
  * folder, peer its end of the checker's socket (fd 3) and out its stdout

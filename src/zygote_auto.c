@@ -19,6 +19,7 @@
 #include "proc.h"
 #include "sandbox.h"
 #include "util.h"
+#include "zygote.h"
 
 /* The longest line a zygote prints when it listens is far shorter. */
 #define LISTEN_LINE_MAX 4096
@@ -187,7 +188,7 @@ void zygote_auto_start(struct zygote_auto *za, struct judge_opts *o)
 		warning("--zygote auto: no zygote ($MKB_SANDBOX_OFF is not understood); every evaluation starts cold");
 		return;
 	}
-	if (!(sandbox_available() & ~off & (SB_NETNS | SB_LANDLOCK_SCOPE))) {
+	if (!zygote_guarded(off)) {
 		warning("--zygote auto: candidates are confined here without a network namespace and without "
 			"Landlock's scope layer%s, so a candidate could reach a zygote: none is started; every "
 			"evaluation starts cold", off & (SB_NETNS | SB_LANDLOCK_SCOPE) ? " ($MKB_SANDBOX_OFF)" : "");

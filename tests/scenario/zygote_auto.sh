@@ -20,6 +20,16 @@ zygote_name() { grep -o "zygote: mkb-[0-9]*-[0-9a-f]* listens" "$1" | cut -d" " 
 # Its processes (the candidates' zygote and NAME:checker), while any is left.
 zygotes_of() { pgrep -f "mkb_grader.zygote .*--socket $1" || true; }
 gone() { for _ in $(seq 100); do [ -z "$(zygotes_of "$1")" ] && return 0; sleep 0.1; done; return 1; }
+# A two-problem run with --zygote auto in the background (store DB); $pid the
+# run, $name its zygote once it listens.
+run_listening() {
+	export MKB_STORE=$TMP/$1.db
+	"$MKB" run $RUN_FLAGS --problems 28,36 --zygote auto >run.txt 2>err.txt &
+	pid=$!
+	for _ in $(seq 300); do [ -n "$(zygote_name err.txt)" ] && break; sleep 0.1; done
+	name=$(zygote_name err.txt)
+	[ -n "$name" ]
+}
 
 expect 'mkb run --zygote auto grades through a zygote of its own (trials in flight too), and ends it when it returns' '
 	export MKB_STORE=$TMP/run.db
@@ -43,12 +53,7 @@ expect 'without --zygote a run starts every evaluation cold, as before' '
 '
 
 expect 'a run stopped by SIGTERM mid-way ends its zygote (and what it forked)' '
-	export MKB_STORE=$TMP/term.db
-	"$MKB" run $RUN_FLAGS --problems 28,36 --zygote auto >run.txt 2>err.txt &
-	pid=$!
-	for _ in $(seq 300); do [ -n "$(zygote_name err.txt)" ] && break; sleep 0.1; done
-	name=$(zygote_name err.txt)
-	[ -n "$name" ]
+	run_listening term
 	zp=$(pgrep -f "mkb_grader.zygote --socket $name ")
 	kids="$zp $(descendants $zp)"
 	sleep 1 # a trial under way
@@ -73,12 +78,8 @@ expect 'a run interrupted while its zygote starts leaves none' '
 '
 
 expect 'kill -9 of the run takes its zygote with it (parent-death signal)' '
-	export MKB_STORE=$TMP/kill.db
-	"$MKB" run $RUN_FLAGS --problems 28,36 --zygote auto >run.txt 2>err.txt &
-	pid=$!
-	for _ in $(seq 300); do [ -n "$(zygote_name err.txt)" ] && break; sleep 0.1; done
-	name=$(zygote_name err.txt)
-	[ -n "$name" ] && [ -n "$(zygotes_of "$name")" ]
+	run_listening kill
+	[ -n "$(zygotes_of "$name")" ]
 	kill -9 $pid
 	wait $pid 2>/dev/null || true
 	gone "$name"
