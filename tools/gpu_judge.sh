@@ -9,7 +9,8 @@
 #                                   launch recorder, alternating, twice (its cost)
 #   tools/gpu_judge.sh compare [P]  shipped solutions (P: N or N/dsl, comma separated; default all 28):
 #                                   old judge, then new judge, same kernel, visible;
-#                                   new judge on held-out (NO_HELDOUT=1: not)
+#                                   new judge on held-out (NO_HELDOUT=1: not;
+#                                   ROUNDS=N: the old/new pair N times, interleaved)
 #   tools/gpu_judge.sh breakdown    problem 28 (torch kernels: no DSL needed): wall
 #                                   time and stage timeline of one evaluation, old and
 #                                   new; then 8 evaluations one at a time and 4 at a
@@ -132,10 +133,18 @@ launches)
 	;;
 compare)
 	build_old || exit 1
+	# ROUNDS=N: old then new, N times over, each round's pair labelled "#r" (a
+	# judge's own drift then shows as a difference between rounds)
+	rounds=${ROUNDS:-1}
+	case "$rounds" in '' | *[!0-9]* | 0) log "compare: ROUNDS must be a positive number"; exit 2 ;; esac
 	solutions "${2:-}" | while read -r n dsl; do
 		k="solutions/$n/$dsl/kernel.py"
-		row old "$n" passed "${n%%_*}" "$dsl" visible "$k"
-		row new "$n" passed "${n%%_*}" "$dsl" visible "$k"
+		for r in $(seq "$rounds"); do
+			label=$n
+			[ "$rounds" = 1 ] || label="$n #$r"
+			row old "$label" passed "${n%%_*}" "$dsl" visible "$k"
+			row new "$label" passed "${n%%_*}" "$dsl" visible "$k"
+		done
 		[ -n "${NO_HELDOUT:-}" ] || row new "$n" passed "${n%%_*}" "$dsl" heldout "$k"
 	done
 	;;

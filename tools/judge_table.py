@@ -27,6 +27,25 @@ def rules(r):
     return f"checked ({fmt(r.get('dsl_share'), 2)})"
 
 
+def phases(rows):
+    """Where the checker's clock of a timed call goes (timing.phases, medians
+    over the calls): what the outside clock sees beyond the candidate's events."""
+    have = [r for r in rows if ((r.get("timing") or {}).get("phases") or {})]
+    if not have:
+        return
+    print("\n| problem | dsl | workload | events ms | checker wall ms | wall - events | round trip "
+          "| before | solve | drain | export |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in have:
+        t = r["timing"]
+        ph = t["phases"]
+        ev, wall = t.get("events_ms"), t.get("wall_ms")
+        gap = wall - ev if isinstance(ev, (int, float)) and isinstance(wall, (int, float)) else None
+        print(f"| {r.get('label')} | {r.get('dsl')} | {r.get('workload')} | {fmt(ev)} | {fmt(wall)} | {fmt(gap)} | "
+              + " | ".join(fmt(ph.get(k)) for k in ("round_trip_ms", "before_ms", "solve_ms", "drain_ms", "export_ms"))
+              + " |")
+
+
 def main(argv):
     rows = [json.loads(line) for line in open(argv[1], encoding="utf-8") if line.strip()]
     if len(argv) > 2:
@@ -80,6 +99,7 @@ def main(argv):
                   f"| {r.get('expect')} | {r.get('status')} "
                   f"| {fmt(r.get('kernel_ms'))} | {fmt(r.get('eager_ms'))} | {fmt(r.get('speedup'), 2)} "
                   f"| {src} | {rules(r)} | {fmt(r.get('wall_s'), 1)} | {reason} |")
+    phases(rows)
     graded = [r for r in rows if r.get("expect")]
     ok = sum(r.get("status") == r.get("expect") for r in graded)
     print(f"\n{ok} of {len(graded)} evaluations got the expected status")

@@ -24,6 +24,13 @@
 # EVAL_FLAGS: more `mkb eval` flags for every evaluation (e.g. "--device cpu
 # --workload smoke" to try the study's plumbing on a machine without a GPU).
 #
+# ZYGOTE=1: every evaluation's checker and candidate forked from one `mkb
+# zygote` started for the study (7-8 s less start-up per evaluation on the
+# H200: results/zygote-bench.md), as `--zygote auto` runs grade. ZYGOTE=reduced
+# (with AB=1): only the "reduced" configuration's evaluations are forked, so
+# the A/B sets cold processes beside forked ones (REDUCED= empty: the zygote
+# and nothing else). Rows record it as "start": "zygote" or "cold".
+#
 # Each evaluation records the GPU's SM/memory clocks, temperature and power at
 # the start and end of its timed calls (timing.gpu_state). Rows go to
 # $OUT/noise.jsonl as they finish (a machine taken back mid-call keeps them);
@@ -44,6 +51,12 @@ cd "$(dirname "$0")/.."
 . tools/device_env.sh
 par=${PAR:-1}
 case "$par" in '' | *[!0-9]* | 0) echo "noise: PAR must be a positive number" >&2; exit 2 ;; esac
+zygote=${ZYGOTE:-}
+case "$zygote" in
+'' | 1) ;;
+reduced) [ -n "${AB:-}" ] || { echo "noise: ZYGOTE=reduced needs AB=1" >&2; exit 2; } ;;
+*) echo "noise: ZYGOTE must be 1 or reduced" >&2; exit 2 ;;
+esac
 OUT=${OUT:-/tmp/mkb-noise}
 mkdir -p "$OUT"
 rows="$OUT/noise.jsonl"
@@ -52,22 +65,34 @@ evals=${2:-5}
 blocks=${3:-$([ "$par" -gt 1 ] && echo 0 || echo 5)}
 parts="$OUT/parts" # one rows file per kernel: parallel kernels never share a file
 rm -rf "$parts" && mkdir -p "$parts"
-reduced=${REDUCED:---pin-cpus auto --warmup-until 0.02 --gc-freeze}
+reduced=${REDUCED---pin-cpus auto --warmup-until 0.02 --gc-freeze}
 read -ra reduced_flags <<<"$reduced"
 read -ra eval_flags <<<"${EVAL_FLAGS:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader >"$OUT/machine.txt" 2>&1
-echo "cores: $(nproc) of $(getconf _NPROCESSORS_ONLN)${AB:+; reduced: $reduced}; kernels at once: $par" >>"$OUT/machine.txt"
+echo "cores: $(nproc) of $(getconf _NPROCESSORS_ONLN)${AB:+; reduced: $reduced}; kernels at once: $par${zygote:+; zygote: $zygote}" >>"$OUT/machine.txt"
 
 . tools/select.sh # solutions: which kernels a "N or N/dsl" list names
 
+if [ -n "$zygote" ]; then
+	. tools/zygote_up.sh
+	zygote_name="mkb-noise-$$"
+	device=cuda
+	[[ " ${eval_flags[*]} " == *" --device cpu "* ]] && device=cpu
+	zygote_up "$zygote_name" "$device" "$OUT/zygote.out" || exit 3
+fi
+
 evaluate() { # round config [flags...]: one evaluation of $k, its row appended to $part
-	local i=$1 config=$2
+	local i=$1 config=$2 start=cold
 	shift 2
-	MKB_STORE="$OUT/noise-$n-$dsl.db" build/mkb eval "$p" --dsl "$dsl" --workload visible --json "${eval_flags[@]}" "$@" "$k" 2>>"$OUT/stderr.txt" |
+	local fork=()
+	if [ "$zygote" = 1 ] || { [ "$zygote" = reduced ] && [ "$config" = reduced ]; }; then
+		fork=(--zygote "$zygote_name") start=zygote
+	fi
+	MKB_STORE="$OUT/noise-$n-$dsl.db" build/mkb eval "$p" --dsl "$dsl" --workload visible --json "${eval_flags[@]}" "${fork[@]}" "$@" "$k" 2>>"$OUT/stderr.txt" |
 		"$MKB_PYTHON" -c 'import json, sys
 o = json.load(sys.stdin); o.pop("versions", None); o.pop("stages", None)
-o.update(kind="eval", label=sys.argv[1], round=int(sys.argv[2]), config=sys.argv[3]); print(json.dumps(o))' \
-			"$n/$dsl" "$i" "$config" >>"$part"
+o.update(kind="eval", label=sys.argv[1], round=int(sys.argv[2]), config=sys.argv[3], start=sys.argv[4]); print(json.dumps(o))' \
+			"$n/$dsl" "$i" "$config" "$start" >>"$part"
 }
 list=${1:-}
 table() {
@@ -98,15 +123,18 @@ study() { # one kernel ($n $p $dsl $k $pdir): its evaluations, then its blocks
 }
 
 root=${SOLUTIONS:-solutions}
+studies=()
 solutions "$list" "$root" >"$OUT/selected.txt"
 while read -r n dsl; do
 	p=$((10#${n%%_*}))
 	pdir=$(ls -d problems/*/"$n" 2>/dev/null | head -1)
 	k="$root/$n/$dsl/kernel.py"
-	while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do
+	# the zygote is a background job too: count and wait for the studies only
+	while [ "$(jobs -rp | grep -cvx "${ZYGOTE_PID:-none}")" -ge "$par" ]; do
 		wait -n
 	done
 	study </dev/null &
+	studies+=($!)
 done <"$OUT/selected.txt"
-wait
+[ ${#studies[@]} = 0 ] || wait "${studies[@]}"
 table

@@ -58,4 +58,29 @@ expect 'PAR that is not a positive number is refused before anything runs' '
 	grep -q "PAR must be a positive number" err.txt
 	[ ! -e bad/noise.jsonl ]
 '
+expect 'ZYGOTE=reduced with AB=1: the reduced configuration forked from the study'"'"'s zygote, the default cold; the zygote ends with the study' '
+	OUT=$TMP/zy AB=1 ZYGOTE=reduced REDUCED= PAR=1 SOLUTIONS=$TMP/sol MKB_PYTHON=$TOP/build/python \
+		EVAL_FLAGS="--device cpu --workload smoke" bash "$TOP/tools/noise_study.sh" 28/tirx 2 0 >out.txt 2>err.txt
+	python3 - <<PY
+import json
+rows = [json.loads(l) for l in open("zy/noise.jsonl")]
+got = sorted((r["config"], r["start"], r["candidate_start"], r["status"]) for r in rows)
+assert got == [("default", "cold", "cold", "passed")] * 2 + [("reduced", "zygote", "zygote", "passed")] * 2, got
+PY
+	grep -q "zygote: reduced" zy/machine.txt
+	name=$(grep -o "mkb-noise-[0-9]*" zy/zygote.out | head -1)
+	[ -n "$name" ]
+	for _ in $(seq 50); do pgrep -f "mkb_grader.zygote .*--socket $name" >/dev/null || break; sleep 0.1; done
+	! pgrep -f "mkb_grader.zygote .*--socket $name"
+'
+
+expect 'ZYGOTE other than 1 or reduced, or reduced without AB, is refused before anything runs' '
+	for z in yes reduced; do
+		rc=0; OUT=$TMP/zbad ZYGOTE=$z SOLUTIONS=$TMP/sol MKB_PYTHON=$TOP/build/python bash "$TOP/tools/noise_study.sh" 28/tirx 1 0 >out.txt 2>err.txt || rc=$?
+		[ "$rc" = 2 ] || exit 1
+		[ ! -e zbad/noise.jsonl ] || exit 1
+	done
+	grep -q "ZYGOTE=reduced needs AB=1" err.txt
+'
+
 finish
