@@ -533,7 +533,8 @@ def carry(rows, path, latest="this run"):
         key = (old["problem"], old["workload"])
         new = rows.get(key)
         if new is None or ("error" in new and "error" not in old):
-            old.setdefault("carried_from", label)
+            if "eager_from" not in old:  # a row of two runs names both already
+                old.setdefault("carried_from", label)
             if new is not None:
                 old["rerun_error"] = new["error"]
             rows[key] = old

@@ -217,6 +217,12 @@ r.update(eager_ms=999.0, compile_error=\"planted compile outcome\", graphs=3, gr
 print(json.dumps(r))" >m4.jsonl
 	$CAT --merge m1/catalog.jsonl m2/catalog.jsonl m4.jsonl --out merged2 >/dev/null
 	grep -q "^| 36 | rmsnorm | smoke | $(printf %.3f "$e36") | - | - |.*eager from m2, compile from m4, compile: 3 graphs, 2 graph breaks, compile: planted compile outcome |$" merged2/catalog.md
+	# a merged table merged again: that row keeps naming its two runs, not the merged file
+	sed -n 2p m1/catalog.jsonl >m5.jsonl
+	$CAT --merge merged2/catalog-all.jsonl m5.jsonl --out merged3 >/dev/null
+	grep -q "^| 36 | rmsnorm | smoke | $(printf %.3f "$e36") | - | - |.*eager from m2, compile from m4, compile: 3 graphs, 2 graph breaks, compile: planted compile outcome |$" merged3/catalog.md
+	grep -q "^| 28 | fused_add_rmsnorm | smoke | " merged3/catalog.md
+	! grep -q "from merged2" merged3/catalog.md
 '
 
 expect '--jobs with --inproc is refused' '
