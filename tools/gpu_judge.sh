@@ -10,7 +10,8 @@
 #   tools/gpu_judge.sh compare [P]  shipped solutions (P: N or N/dsl, comma separated; default all 28):
 #                                   old judge, then new judge, same kernel, visible;
 #                                   new judge on held-out (NO_HELDOUT=1: not;
-#                                   ROUNDS=N: the old/new pair N times, interleaved)
+#                                   ROUNDS=N: the old/new pair N times, interleaved;
+#                                   REPLY=spin: each new row again with MKB_JUDGE_REPLY=spin)
 #   tools/gpu_judge.sh breakdown    problem 28 (torch kernels: no DSL needed): wall
 #                                   time and stage timeline of one evaluation, old and
 #                                   new; then 8 evaluations one at a time and 4 at a
@@ -137,6 +138,7 @@ compare)
 	# judge's own drift then shows as a difference between rounds)
 	rounds=${ROUNDS:-1}
 	case "$rounds" in '' | *[!0-9]* | 0) log "compare: ROUNDS must be a positive number"; exit 2 ;; esac
+	case "${REPLY:-}" in '' | spin) ;; *) log "compare: REPLY is spin or unset"; exit 2 ;; esac
 	solutions "${2:-}" | while read -r n dsl; do
 		k="solutions/$n/$dsl/kernel.py"
 		for r in $(seq "$rounds"); do
@@ -144,6 +146,9 @@ compare)
 			[ "$rounds" = 1 ] || label="$n #$r"
 			row old "$label" passed "${n%%_*}" "$dsl" visible "$k"
 			row new "$label" passed "${n%%_*}" "$dsl" visible "$k"
+			# REPLY=spin: also the new judge with MKB_JUDGE_REPLY=spin (the
+			# checker polls for each call's reply: timing.phases beside)
+			[ -z "${REPLY:-}" ] || MKB_JUDGE_REPLY=spin row new "$label reply=spin" passed "${n%%_*}" "$dsl" visible "$k"
 		done
 		[ -n "${NO_HELDOUT:-}" ] || row new "$n" passed "${n%%_*}" "$dsl" heldout "$k"
 	done

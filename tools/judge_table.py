@@ -54,10 +54,13 @@ def main(argv):
         print()
     old = {(r.get("label"), r.get("dsl"), r.get("workload")): r for r in rows if r.get("judge") == "old"}
 
-    def old_of(r):  # "NN_name sandbox off" / "NN_name prep=touch" beside the old "NN_name"
-        key = (r.get("label"), r.get("dsl"), r.get("workload"))
-        base = (str(r.get("label")).split(" ")[0], r.get("dsl"), r.get("workload"))
-        return old.get(key) or old.get(base, {})
+    def old_of(r):  # "NN_name sandbox off" / "NN_name #2 reply=spin" beside the old "NN_name" / "NN_name #2"
+        words = str(r.get("label")).split(" ")
+        for n in range(len(words), 0, -1):  # the longest label the old judge has
+            got = old.get((" ".join(words[:n]), r.get("dsl"), r.get("workload")))
+            if got:
+                return got
+        return {}
     if old:
         print("| problem | dsl | workload | old | new | kernel ms old | new | new/old "
               "| eager ms old | new | new/old | new timing | new events ms | new CPU in solve() ms "
@@ -69,10 +72,9 @@ def main(argv):
                 continue
             o = old_of(r)
             k, e = ratio(o.get("kernel_ms"), r.get("kernel_ms")), ratio(o.get("eager_ms"), r.get("eager_ms"))
-            if k:
-                kr.append(k)
-            if e:
-                er.append(e)
+            if o.get("label") == r.get("label"):  # the summary: plain old/new pairs only
+                kr += [k] if k else []
+                er += [e] if e else []
             t = r.get("timing") or {}
             print(f"| {r.get('label')} | {r.get('dsl')} | {r.get('workload')} | {o.get('status', '-')} "
                   f"| {r.get('status')} | {fmt(o.get('kernel_ms'))} | {fmt(r.get('kernel_ms'))} | {fmt(k, 3)} "

@@ -42,18 +42,36 @@ CONFIRM_SLACK_MS = 0.02
 # A median below this share of the speed-of-light floor is impossible.
 SOL_MARGIN = 0.9
 # Between its prepare and its call the candidate polls for the "go" without
-# sleeping, for at most this long (docs/judge.md "Timing"). MKB_JUDGE_WAIT=block
-# turns it off, to measure what it changes.
-SPIN_S = 0.0 if os.environ.get("MKB_JUDGE_WAIT") == "block" else 0.5
-# (diagnosis, off by default until measured) MKB_JUDGE_PREP=warm: the
-# candidate runs GPU work the size of the inputs after receiving them;
-# MKB_JUDGE_PREP=touch: it rewrites the inputs themselves on the GPU, as
-# making them there did in the paper's harness.
-WARM = os.environ.get("MKB_JUDGE_PREP") if os.environ.get("MKB_JUDGE_PREP") in ("warm", "touch") else False
-# (diagnosis, off by default until measured) MKB_JUDGE_KEEP=1: between its
-# prepare and its call the candidate keeps the GPU busy with ~10 us sleeps,
-# so the GPU is not idle for the round trip before the call.
-KEEP = os.environ.get("MKB_JUDGE_KEEP") == "1"
+# sleeping, for at most this long (docs/judge.md "Timing").
+SPIN_S = 0.5
+
+
+class Knobs:
+    """Diagnosis switches of the timed calls, from the environment, read per
+    evaluation (a checker forked from a zygote imported this module under the
+    zygote's environment, not the evaluation's). Each is off by default until
+    measured:
+    - MKB_JUDGE_WAIT=block: the candidate sleeps until the "go" (no polling),
+      to measure what the polling changes;
+    - MKB_JUDGE_PREP=warm: the candidate runs GPU work the size of the inputs
+      after receiving them; =touch: it rewrites the inputs themselves on the
+      GPU, as making them there did in the paper's harness;
+    - MKB_JUDGE_KEEP=1: between its prepare and its call the candidate keeps
+      the GPU busy with ~10 us sleeps, so the GPU is not idle for the round
+      trip before the call;
+    - MKB_JUDGE_REPLY=spin: the checker polls without sleeping (at most
+      SPIN_S) for the reply of each timed call and of the empty round trip
+      before it, so its own wake-up is not inside the wall time it compares
+      with the events (session 22: 0.17-0.28 ms of messaging per call on the
+      H200, against a 0.25 ms cap)."""
+
+    def __init__(self, env):
+        self.spin_s = 0.0 if env.get("MKB_JUDGE_WAIT") == "block" else SPIN_S
+        prep = env.get("MKB_JUDGE_PREP")
+        self.warm = prep if prep in ("warm", "touch") else False
+        self.keep = env.get("MKB_JUDGE_KEEP") == "1"
+        self.reply_spin_s = SPIN_S if env.get("MKB_JUDGE_REPLY") == "spin" else 0.0
+
 
 PHASES = ("before", "solve", "drain", "export")
 
@@ -137,6 +155,7 @@ class Evaluation:
         self.ch = channel
         self.peer = peer
         self.device = request.get("device", "cuda")
+        self.knobs = Knobs(os.environ)
         self.draws = int(request.get("draws", 5))
         self.warmup = int(request.get("warmup", 10))
         self.timed = int(request.get("timed", 50))
@@ -225,12 +244,13 @@ class Evaluation:
             return " (other evaluations were using the GPU: redo it alone)"
         return ""
 
-    def ask(self, msg, fds=()):
-        """One request to the candidate; its reply, charged to its budget."""
+    def ask(self, msg, fds=(), spin=0.0):
+        """One request to the candidate; its reply, charged to its budget
+        (spin: seconds to poll for it without sleeping first)."""
         t0 = time.monotonic()
         try:
             self.peer.send(msg, fds)
-            reply, _ = self.peer.recv(timeout=max(self.budget_s, 0.001))
+            reply, _ = self.peer.recv(timeout=max(self.budget_s, 0.001), spin=spin)
         except PeerLost as exc:
             self.result["candidate_lost"] = True
             raise Outcome("crashed", f"the candidate process ended during stage '{self.stage}'") from exc
@@ -323,7 +343,8 @@ class Evaluation:
             # the candidate reads them
             torch.cuda.synchronize()
         self.launch_step(self.attribution.begin)  # the prepare's launches belong to the call
-        self.ask({"op": "prepare", "inputs": desc, "spin": SPIN_S, "warm": WARM, "keep": KEEP})
+        self.ask({"op": "prepare", "inputs": desc, "spin": self.knobs.spin_s, "warm": self.knobs.warm,
+                  "keep": self.knobs.keep})
 
     def _grow(self, in_size=None, out_size=None):
         """New arenas (at least doubling), announced with their descriptors.
@@ -391,7 +412,7 @@ class Evaluation:
         if self.arena_out is None or self.arena_out.size < size:
             self._grow(out_size=size)
         t0 = time.perf_counter_ns()
-        reply = self.ask({"op": "go", "slots": slots, "call": True})
+        reply = self.ask({"op": "go", "slots": slots, "call": True}, spin=self.knobs.reply_spin_s)
         wall_ms = (time.perf_counter_ns() - t0) / 1e6
         views = [self.arena_out.view(off, n, torch.uint8, [n], [1]) for off, n in slots]
         # On a GPU every copy here stays off the CPU (device to device from a
@@ -662,7 +683,7 @@ class Evaluation:
         """An empty call through the candidate process (nothing timed): the
         round trip the outside clock subtracts from a call's wall time."""
         t0 = time.perf_counter_ns()
-        self.ask({"op": "go", "call": False})
+        self.ask({"op": "go", "call": False}, spin=self.knobs.reply_spin_s)
         return (time.perf_counter_ns() - t0) / 1e6
 
     def _timed_call(self, i, seeds, recheck, clock, calls):
@@ -750,6 +771,8 @@ class Evaluation:
             # candidate did not say.
             "phases": phase_medians(calls["phases"], calls["trip"]),
         }
+        if self.knobs.reply_spin_s:  # (diagnosis) MKB_JUDGE_REPLY=spin was in force
+            self.result["timing"]["reply"] = "spin"
         kernel = events if confirmed else max(floor, 1e-6)
         self.result["kernel_ms"] = kernel
         self.result["eager_ms"] = timing.median(eager_ms)

@@ -317,6 +317,22 @@ class CrowdedGpuTest(unittest.TestCase):
         self.assertIsNone(self.crowded(60 * 2**30, 80 * 2**30, device="cpu"))
 
 
+class KnobsTest(unittest.TestCase):
+    """The diagnosis switches: off unless named exactly, from the mapping
+    given (the evaluation's environment), never another value."""
+
+    def test_defaults_and_exact_values(self):
+        from mkb_grader.evaluate import SPIN_S, Knobs
+        k = Knobs({})
+        self.assertEqual((k.spin_s, k.warm, k.keep, k.reply_spin_s), (SPIN_S, False, False, 0.0))
+        k = Knobs({"MKB_JUDGE_WAIT": "block", "MKB_JUDGE_PREP": "touch", "MKB_JUDGE_KEEP": "1",
+                   "MKB_JUDGE_REPLY": "spin"})
+        self.assertEqual((k.spin_s, k.warm, k.keep, k.reply_spin_s), (0.0, "touch", True, SPIN_S))
+        k = Knobs({"MKB_JUDGE_WAIT": "yes", "MKB_JUDGE_PREP": "hot", "MKB_JUDGE_KEEP": "true",
+                   "MKB_JUDGE_REPLY": "1"})
+        self.assertEqual((k.spin_s, k.warm, k.keep, k.reply_spin_s), (SPIN_S, False, False, 0.0))
+
+
 class PhasesTest(unittest.TestCase):
     """The candidate's phases of a call are its word: kept only when every
     one is a finite, non-negative number."""

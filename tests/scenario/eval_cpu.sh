@@ -170,6 +170,16 @@ expect '--until-ci adds timed calls while the interval is wide, up to --max-time
 	[ "$(field timed_calls <out.json)" = 12 ] # off by default: the paper count
 '
 
+expect 'MKB_JUDGE_REPLY=spin (diagnosis): off by default, recorded as timing.reply when on' '
+	evaljson 28 28_torch_ok.py --timed 6
+	python3 -c "import json; v=json.load(open(\"out.json\")); assert \"reply\" not in v[\"timing\"], v[\"timing\"]"
+	MKB_JUDGE_REPLY=spin evaljson 28 28_torch_ok.py --timed 6
+	[ "$(field status <out.json)" = passed ]
+	python3 -c "import json; v=json.load(open(\"out.json\")); assert v[\"timing\"][\"reply\"] == \"spin\", v[\"timing\"]"
+	MKB_JUDGE_REPLY=block evaljson 28 28_torch_ok.py --timed 6 # only "spin" turns it on
+	python3 -c "import json; v=json.load(open(\"out.json\")); assert \"reply\" not in v[\"timing\"], v[\"timing\"]"
+'
+
 expect 'noise measures: off by default, recorded under timing.noise when asked for' '
 	evaljson 28 28_torch_ok.py --timed 6
 	python3 -c "import json; v=json.load(open(\"out.json\")); assert \"noise\" not in v[\"timing\"], v[\"timing\"]"

@@ -33,6 +33,14 @@ expect 'a kernel graded through it passes, forked, under the same confinement as
 	[ -n "$(field confinement <z.json)" ]
 '
 
+expect 'a forked checker reads the evaluation'"'"'s environment, not the zygote'"'"'s (MKB_JUDGE_REPLY)' '
+	MKB_JUDGE_REPLY=spin "$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --json "$TOP/tests/kernels/28_torch_ok.py" >s.json
+	[ "$(field checker_start <s.json)" = zygote ]
+	python3 -c "import json; t = json.load(open(\"s.json\"))[\"timing\"]; assert t[\"reply\"] == \"spin\", t"
+	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --json "$TOP/tests/kernels/28_torch_ok.py" >b.json
+	python3 -c "import json; t = json.load(open(\"b.json\"))[\"timing\"]; assert \"reply\" not in t, t"
+'
+
 expect 'MKB_ZYGOTE names it as --zygote does; a failing kernel fails the same way' '
 	MKB_ZYGOTE="$SOCK" "$MKB" eval 28 --dsl cutedsl $FAST --no-store --json "$TOP/tests/kernels/28_off_5e-2.py" >o.json || true
 	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --json "$TOP/tests/kernels/28_off_5e-2.py" >p.json || true

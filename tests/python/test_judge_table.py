@@ -1,0 +1,55 @@
+"""tools/judge_table.py: old-beside-new rows of tools/gpu_judge.sh written by
+hand; a variant of the new judge ("#2 reply=spin", "sandbox off") sits beside
+the old row of its own round, and the summary counts plain pairs only."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TABLE = os.path.join(ROOT, "tools", "judge_table.py")
+
+
+def row(judge, label, kernel_ms, eager_ms=1.0, **extra):
+    return {"judge": judge, "label": label, "dsl": "tirx", "workload": "visible", "status": "passed",
+            "expect": "passed", "kernel_ms": kernel_ms, "eager_ms": eager_ms, "wall_s": 3.0, **extra}
+
+
+def table_of(rows):
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        f.write("\n".join(json.dumps(r) for r in rows) + "\n")
+    try:
+        return subprocess.run([sys.executable, TABLE, f.name], capture_output=True, text=True,
+                              check=True).stdout
+    finally:
+        os.unlink(f.name)
+
+
+def cells(out, label):
+    line = next(line for line in out.splitlines() if line.startswith(f"| {label} |"))
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+class JudgeTableTest(unittest.TestCase):
+    def test_variants_pair_with_their_own_round(self):
+        out = table_of([
+            row("old", "28 #1", 0.10), row("new", "28 #1", 0.20), row("new", "28 #1 reply=spin", 0.15),
+            row("old", "28 #2", 0.40), row("new", "28 #2", 0.60), row("new", "28 #2 reply=spin", 0.50),
+        ])
+        self.assertEqual(cells(out, "28 #1 reply=spin")[5:8], ["0.1000", "0.1500", "1.500"])
+        self.assertEqual(cells(out, "28 #2 reply=spin")[5:8], ["0.4000", "0.5000", "1.250"])
+        self.assertEqual(cells(out, "28 #2")[5:8], ["0.4000", "0.6000", "1.500"])
+        # the summary: the two plain pairs (2.0 and 1.5), not the variants
+        self.assertIn("kernel median new/old: median 1.750 (range 1.500-2.000, 2 kernels)", out)
+        self.assertIn("6 of 6 evaluations got the expected status", out)
+
+    def test_a_variant_without_rounds_pairs_with_the_plain_label(self):
+        out = table_of([row("old", "36_rmsnorm", 0.2), row("new", "36_rmsnorm sandbox off", 0.3)])
+        self.assertEqual(cells(out, "36_rmsnorm sandbox off")[5:8], ["0.2000", "0.3000", "1.500"])
+        self.assertNotIn("kernel median new/old", out)  # no plain pair
+
+
+if __name__ == "__main__":
+    unittest.main()
