@@ -133,12 +133,12 @@ launches)
 	done
 	;;
 compare)
-	build_old || exit 1
 	# ROUNDS=N: old then new, N times over, each round's pair labelled "#r" (a
 	# judge's own drift then shows as a difference between rounds)
 	rounds=${ROUNDS:-1}
 	case "$rounds" in '' | *[!0-9]* | 0) log "compare: ROUNDS must be a positive number"; exit 2 ;; esac
 	case "${REPLY:-}" in '' | spin) ;; *) log "compare: REPLY is spin or unset"; exit 2 ;; esac
+	build_old || exit 1
 	solutions "${2:-}" | while read -r n dsl; do
 		k="solutions/$n/$dsl/kernel.py"
 		for r in $(seq "$rounds"); do
