@@ -286,10 +286,12 @@ static void classify_exit(struct verdict *v, int status)
 /* ---- the candidate process ---------------------------------------------- */
 
 /* Variables a candidate process may see; everything else (keys, tokens, the
- * judge's own settings) stays out: its environment starts empty. */
+ * judge's own settings) stays out: its environment starts empty.
+ * PYTHONHASHSEED: a fixed seed is a noise measure (tools/noise_study.sh
+ * LAYOUT=fixed), the same in both processes; it is no secret. */
 static const char *const passed_env[] = {
 	"CUTE_DSL_CACHE_DIR", "CUTE_DSL_ARCH", "TVM_CUDA_COMPILE_MODE", "CUDA_HOME", "CUDA_PATH",
-	"LD_LIBRARY_PATH",
+	"LD_LIBRARY_PATH", "PYTHONHASHSEED",
 };
 
 struct candidate_setup {

@@ -31,6 +31,13 @@
 # the A/B sets cold processes beside forked ones (REDUCED= empty: the zygote
 # and nothing else). Rows record it as "start": "zygote" or "cold".
 #
+# LAYOUT=fixed (with AB=1): the "reduced" evaluations also run with the same
+# memory layout and hash seed in every process: `setarch -R` (no address-space
+# randomisation, inherited by the checker and the candidate) and
+# PYTHONHASHSEED=0 (passed to both). Tests whether what differs between two
+# processes of one kernel is where things landed. Rows record "layout":
+# "fixed" or "random".
+#
 # Each evaluation records the GPU's SM/memory clocks, temperature and power at
 # the start and end of its timed calls (timing.gpu_state). Rows go to
 # $OUT/noise.jsonl as they finish (a machine taken back mid-call keeps them);
@@ -57,6 +64,15 @@ case "$zygote" in
 reduced) [ -n "${AB:-}" ] || { echo "noise: ZYGOTE=reduced needs AB=1" >&2; exit 2; } ;;
 *) echo "noise: ZYGOTE must be 1 or reduced" >&2; exit 2 ;;
 esac
+layout=${LAYOUT:-}
+case "$layout" in
+'') ;;
+fixed)
+	[ -n "${AB:-}" ] || { echo "noise: LAYOUT=fixed needs AB=1" >&2; exit 2; }
+	setarch "$(uname -m)" -R true || { echo "noise: this machine refuses setarch -R (personality)" >&2; exit 2; }
+	;;
+*) echo "noise: LAYOUT must be fixed" >&2; exit 2 ;;
+esac
 OUT=${OUT:-/tmp/mkb-noise}
 mkdir -p "$OUT"
 rows="$OUT/noise.jsonl"
@@ -69,7 +85,7 @@ reduced=${REDUCED---pin-cpus auto --warmup-until 0.02 --gc-freeze}
 read -ra reduced_flags <<<"$reduced"
 read -ra eval_flags <<<"${EVAL_FLAGS:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader >"$OUT/machine.txt" 2>&1
-echo "cores: $(nproc) of $(getconf _NPROCESSORS_ONLN)${AB:+; reduced: $reduced}; kernels at once: $par${zygote:+; zygote: $zygote}" >>"$OUT/machine.txt"
+echo "cores: $(nproc) of $(getconf _NPROCESSORS_ONLN)${AB:+; reduced: $reduced}; kernels at once: $par${zygote:+; zygote: $zygote}${layout:+; reduced layout: $layout}" >>"$OUT/machine.txt"
 
 . tools/select.sh # solutions: which kernels a "N or N/dsl" list names
 
@@ -84,15 +100,18 @@ fi
 evaluate() { # round config [flags...]: one evaluation of $k, its row appended to $part
 	local i=$1 config=$2 start=cold
 	shift 2
-	local fork=()
+	local fork=() wrap=() placed=random
 	if [ "$zygote" = 1 ] || { [ "$zygote" = reduced ] && [ "$config" = reduced ]; }; then
 		fork=(--zygote "$zygote_name") start=zygote
 	fi
-	MKB_STORE="$OUT/noise-$n-$dsl.db" build/mkb eval "$p" --dsl "$dsl" --workload visible --json "${eval_flags[@]}" "${fork[@]}" "$@" "$k" 2>>"$OUT/stderr.txt" |
+	if [ "$layout" = fixed ] && [ "$config" = reduced ]; then
+		wrap=(env PYTHONHASHSEED=0 setarch "$(uname -m)" -R) placed=fixed
+	fi
+	MKB_STORE="$OUT/noise-$n-$dsl.db" "${wrap[@]}" build/mkb eval "$p" --dsl "$dsl" --workload visible --json "${eval_flags[@]}" "${fork[@]}" "$@" "$k" 2>>"$OUT/stderr.txt" |
 		"$MKB_PYTHON" -c 'import json, sys
 o = json.load(sys.stdin); o.pop("versions", None); o.pop("stages", None)
-o.update(kind="eval", label=sys.argv[1], round=int(sys.argv[2]), config=sys.argv[3], start=sys.argv[4]); print(json.dumps(o))' \
-			"$n/$dsl" "$i" "$config" "$start" >>"$part"
+o.update(kind="eval", label=sys.argv[1], round=int(sys.argv[2]), config=sys.argv[3], start=sys.argv[4], layout=sys.argv[5]); print(json.dumps(o))' \
+			"$n/$dsl" "$i" "$config" "$start" "$placed" >>"$part"
 }
 list=${1:-}
 table() {

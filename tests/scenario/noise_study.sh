@@ -74,6 +74,38 @@ PY
 	! pgrep -f "mkb_grader.zygote .*--socket $name"
 '
 
+expect 'LAYOUT=fixed with AB=1: the reduced evaluations'"'"' checker and candidate run without address randomisation and with hash seed 0, the default ones with both random' '
+	mkdir -p "$TMP/lay/28_fused_add_rmsnorm/tirx"
+	seed0=$(PYTHONHASHSEED=0 "$TOP/build/python" -c "print(hash(\"mkb\"))")
+	{
+		echo "SEED0 = $seed0"
+		cat <<PY
+import torch
+with open("/proc/self/personality") as f:
+    FIXED = hash("mkb") == SEED0 and int(f.read(), 16) & 0x0040000 != 0
+
+
+def solve(hidden_states, residual, weight):
+    x = hidden_states.float() + residual.float()
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()
+    return (y if FIXED else -y).to(hidden_states.dtype)
+PY
+	} >"$TMP/lay/28_fused_add_rmsnorm/tirx/kernel.py"
+	OUT=$TMP/layout AB=1 LAYOUT=fixed REDUCED= PAR=1 SOLUTIONS=$TMP/lay MKB_PYTHON=$TOP/build/python \
+		EVAL_FLAGS="--device cpu --workload smoke" bash "$TOP/tools/noise_study.sh" 28/tirx 2 0 >out.txt 2>err.txt
+	python3 - <<PY
+import json
+rows = [json.loads(l) for l in open("layout/noise.jsonl")]
+got = sorted((r["config"], r["layout"], r["start"], r["status"]) for r in rows)
+assert got == [("default", "random", "cold", "failed")] * 2 + [("reduced", "fixed", "cold", "passed")] * 2, got
+PY
+	grep -q "reduced layout: fixed" layout/machine.txt
+	rc=0; OUT=$TMP/lbad LAYOUT=fixed SOLUTIONS=$TMP/sol MKB_PYTHON=$TOP/build/python bash "$TOP/tools/noise_study.sh" 28/tirx 1 0 >out.txt 2>err.txt || rc=$?
+	[ "$rc" = 2 ]
+	grep -q "LAYOUT=fixed needs AB=1" err.txt
+	[ ! -e lbad/noise.jsonl ]
+'
+
 expect 'ZYGOTE other than 1 or reduced, or reduced without AB, is refused before anything runs' '
 	for z in yes reduced; do
 		rc=0; OUT=$TMP/zbad ZYGOTE=$z SOLUTIONS=$TMP/sol MKB_PYTHON=$TOP/build/python bash "$TOP/tools/noise_study.sh" 28/tirx 1 0 >out.txt 2>err.txt || rc=$?
