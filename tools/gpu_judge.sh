@@ -11,7 +11,8 @@
 #                                   old judge, then new judge, same kernel, visible;
 #                                   new judge on held-out (NO_HELDOUT=1: not;
 #                                   ROUNDS=N: the old/new pair N times, interleaved;
-#                                   REPLY=spin: each new row again with MKB_JUDGE_REPLY=spin)
+#                                   REPLY=spin: each new row again with MKB_JUDGE_REPLY=spin;
+#                                   LAUNCHES=off: each new row again with --launches off)
 #   tools/gpu_judge.sh breakdown    problem 28 (torch kernels: no DSL needed): wall
 #                                   time and stage timeline of one evaluation, old and
 #                                   new; then 8 evaluations one at a time and 4 at a
@@ -138,6 +139,7 @@ compare)
 	rounds=${ROUNDS:-1}
 	case "$rounds" in '' | *[!0-9]* | 0) log "compare: ROUNDS must be a positive number"; exit 2 ;; esac
 	case "${REPLY:-}" in '' | spin) ;; *) log "compare: REPLY is spin or unset"; exit 2 ;; esac
+	case "${LAUNCHES:-}" in '' | off) ;; *) log "compare: LAUNCHES is off or unset"; exit 2 ;; esac
 	build_old || exit 1
 	solutions "${2:-}" | while read -r n dsl; do
 		k="solutions/$n/$dsl/kernel.py"
@@ -149,6 +151,9 @@ compare)
 			# REPLY=spin: also the new judge with MKB_JUDGE_REPLY=spin (the
 			# checker polls for each call's reply: timing.phases beside)
 			[ -z "${REPLY:-}" ] || MKB_JUDGE_REPLY=spin row new "$label reply=spin" passed "${n%%_*}" "$dsl" visible "$k"
+			# LAUNCHES=off: also the new judge without the launch recorder (the
+			# old judge had none; its callbacks cost the candidate per launch)
+			[ -z "${LAUNCHES:-}" ] || row new "$label launches=off" passed "${n%%_*}" "$dsl" visible "$k" --launches off
 		done
 		[ -n "${NO_HELDOUT:-}" ] || row new "$n" passed "${n%%_*}" "$dsl" heldout "$k"
 	done
