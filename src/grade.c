@@ -35,6 +35,8 @@ static json_t *options_json(const struct judge_opts *o)
 		json_object_set_new(j, "warmup_until", json_real(o->warmup_until));
 	if (o->gc_freeze)
 		json_object_set_new(j, "gc_freeze", json_true());
+	if (o->fixed_layout)
+		json_object_set_new(j, "fixed_layout", json_true());
 	if (o->launches) /* run-time DSL rules: recorded only when not the default */
 		json_object_set_new(j, "launches", json_string(o->launches));
 	if (o->dsl_min_share != JUDGE_DSL_MIN_SHARE) /* likewise */

@@ -73,6 +73,8 @@ static void grader_env_build(struct grader_env *e, const struct judge_opts *o)
 	} else {
 		e->list[n++] = "CUDA_VISIBLE_DEVICES=";
 	}
+	if (o->fixed_layout)
+		e->list[n++] = "PYTHONHASHSEED=0";
 	for (size_t i = 0; i < ARRAY_SIZE(scrubbed_env); i++)
 		e->list[n++] = scrubbed_env[i];
 	e->list[n] = NULL;
@@ -244,6 +246,8 @@ static json_t *build_request(const struct judge_opts *o, const struct problem *p
 		json_object_set_new(req, "warmup_until", json_real(o->warmup_until));
 	if (o->gc_freeze)
 		json_object_set_new(req, "gc_freeze", json_true());
+	if (o->fixed_layout)
+		json_object_set_new(req, "fixed_layout", json_true());
 	if (o->sol_floor_ms > 0)
 		json_object_set_new(req, "sol_floor_ms", json_real(o->sol_floor_ms));
 	if (!strcmp(o->device, "cuda")) {
@@ -287,8 +291,8 @@ static void classify_exit(struct verdict *v, int status)
 
 /* Variables a candidate process may see; everything else (keys, tokens, the
  * judge's own settings) stays out: its environment starts empty.
- * PYTHONHASHSEED: a fixed seed is a noise measure (tools/noise_study.sh
- * LAYOUT=fixed), the same in both processes; it is no secret. */
+ * PYTHONHASHSEED: a fixed seed is a noise measure (--fixed-layout), the
+ * same in both processes; it is no secret. */
 static const char *const passed_env[] = {
 	"CUTE_DSL_CACHE_DIR", "CUTE_DSL_ARCH", "TVM_CUDA_COMPILE_MODE", "CUDA_HOME", "CUDA_PATH",
 	"LD_LIBRARY_PATH", "PYTHONHASHSEED",
@@ -380,9 +384,11 @@ static int candidate_setup(struct candidate_setup *cs, const struct judge_opts *
 	free(caller);
 	cs->env[n++] = own(cs, xstrfmt("PYTHONPATH=%s", buf_str(&pp)));
 	buf_release(&pp);
+	if (o->fixed_layout)
+		cs->env[n++] = "PYTHONHASHSEED=0";
 	for (size_t i = 0; i < ARRAY_SIZE(passed_env); i++) {
 		const char *val = getenv(passed_env[i]);
-		if (!val)
+		if (!val || (o->fixed_layout && !strcmp(passed_env[i], "PYTHONHASHSEED")))
 			continue;
 		cs->env[n++] = own(cs, xstrfmt("%s=%s", passed_env[i], val));
 		if (!strcmp(passed_env[i], "CUTE_DSL_CACHE_DIR"))
@@ -513,6 +519,10 @@ int judge_zygote_exec(const struct judge_opts *o, const char *socket_path)
 	char **checker_env = child_env(&tmpl);
 	const char *cargv[] = {o->python, "-m", "mkb_grader.zygote", "--role", "checker", "--socket", checker_name,
 			       "--library", lib, NULL};
+	/* --fixed-layout: both zygotes, and so every process forked from them,
+	 * with the same memory layout every time */
+	if (o->fixed_layout && proc_fix_layout() < 0)
+		warning("the zygotes keep address randomisation: personality: %s", strerror(errno));
 	fflush(NULL);
 	pid_t parent = getpid();
 	pid_t pid = fork();
@@ -621,6 +631,7 @@ int judge_evaluate(const struct judge_opts *o, const struct problem *p, const ch
 	cand.pass_fd = pair[1];
 	cand.out_to = cand_out[1];
 	cand.sandbox = &cs.sb;
+	cand.fixed_layout = o->fixed_layout;
 	if (child_start(&cand) < 0) {
 		verdict_set(v, VERDICT_INFRA_ERROR, "cannot start the candidate process in its sandbox");
 		goto out;
@@ -638,6 +649,7 @@ started:
 	c.env = env.list;
 	c.new_group = 1;
 	c.pass_fd = pair[0];
+	c.fixed_layout = o->fixed_layout;
 	if (o->zygote && checker_from_zygote(o, &c, &zck, &remote) == 0) {
 		v->checker_from_zygote = 1;
 	} else if (child_start(&c) < 0) {

@@ -56,6 +56,8 @@ struct judge_opts {
 				    until the median of the last 10 is within this
 				    share of the 10 before */
 	int gc_freeze;           /* no garbage collection while timing, in either process */
+	int fixed_layout;        /* checker and candidate without address-space
+				    randomisation and with hash seed 0 */
 	const char *zygote;      /* (ours) socket of `mkb zygote`: the candidate is forked
 				    from its pre-imported parent; NULL: started cold */
 	const char *seed;        /* fixed seed (tests), or NULL for OS entropy */

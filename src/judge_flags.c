@@ -61,6 +61,7 @@ int judge_flag(int c, const char *arg, struct judge_opts *o)
 			return error("--warmup-until wants a share in (0, 1), e.g. 0.02, not '%s'", arg);
 		return 1;
 	case JUDGE_OPT_GC_FREEZE: o->gc_freeze = 1; return 1;
+	case JUDGE_OPT_FIXED_LAYOUT: o->fixed_layout = 1; return 1;
 	case JUDGE_OPT_ZYGOTE: o->zygote = *arg ? arg : NULL; return 1;
 	case JUDGE_OPT_SLOTS: return int_flag("--slots", arg, 0, JUDGE_QUEUE_MAX_SLOTS, &o->slots);
 	case JUDGE_OPT_GPUS: {
@@ -140,4 +141,6 @@ void judge_timing_argv(const struct judge_opts *o, struct judge_timing_text *t, 
 	}
 	if (o->gc_freeze)
 		argv[(*n)++] = "--gc-freeze";
+	if (o->fixed_layout)
+		argv[(*n)++] = "--fixed-layout";
 }

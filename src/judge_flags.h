@@ -13,6 +13,7 @@ enum {
 	JUDGE_OPT_WARMUP, JUDGE_OPT_TIMED, JUDGE_OPT_RECHECKS, JUDGE_OPT_SEED, JUDGE_OPT_MAX_BYTES,
 	JUDGE_OPT_RULES, JUDGE_OPT_LAUNCHES, JUDGE_OPT_DSL_MIN_SHARE, JUDGE_OPT_UNTIL_CI, JUDGE_OPT_MAX_TIMED,
 	JUDGE_OPT_SLOTS, JUDGE_OPT_GPUS, JUDGE_OPT_PIN_CPUS, JUDGE_OPT_WARMUP_UNTIL, JUDGE_OPT_GC_FREEZE, JUDGE_OPT_ZYGOTE,
+	JUDGE_OPT_FIXED_LAYOUT,
 };
 
 /* Entries for a getopt_long table. */
@@ -37,6 +38,7 @@ enum {
 	{"pin-cpus", required_argument, NULL, JUDGE_OPT_PIN_CPUS},                  \
 	{"warmup-until", required_argument, NULL, JUDGE_OPT_WARMUP_UNTIL},          \
 	{"gc-freeze", no_argument, NULL, JUDGE_OPT_GC_FREEZE},                      \
+	{"fixed-layout", no_argument, NULL, JUDGE_OPT_FIXED_LAYOUT},                \
 	{"zygote", required_argument, NULL, JUDGE_OPT_ZYGOTE}
 
 /* The help lines of those flags. */
@@ -70,6 +72,8 @@ enum {
 	"  --warmup-until F      more warm-up calls (up to 100) until the median of the\n"  \
 	"                        last 10 is within F of the 10 before (e.g. 0.02; off)\n"   \
 	"  --gc-freeze           no Python garbage collection while timing (off)\n"      \
+	"  --fixed-layout        checker and candidate with the same memory layout every\n" \
+	"                        time: no address randomisation, hash seed 0 (off)\n"     \
 	"  --zygote NAME|auto    (ours) fork the candidate from `mkb zygote --socket NAME`'s\n" \
 	"                        pre-imported parent ($MKB_ZYGOTE; a cold start if unreachable);\n" \
 	"                        auto (run, validate, worker, attempt): start one for this\n" \
@@ -85,11 +89,12 @@ int judge_flags_check(struct judge_opts *o);
 
 /* The flags of o that change how an evaluation draws and times (--draws,
  * --warmup, --timed, --rechecks, --seed, --max-kernel-bytes and the noise
- * flags: --until-ci, --max-timed, --pin-cpus, --warmup-until, --gc-freeze),
+ * flags: --until-ci, --max-timed, --pin-cpus, --warmup-until, --gc-freeze,
+ * --fixed-layout),
  * as `mkb eval` arguments, for a command that grades through `mkb eval`
  * (an attempt): only those that differ from judge_opts_init's. Numbers
  * are written into t; argv[*n] on are appended, at most JUDGE_TIMING_ARGS. */
-#define JUDGE_TIMING_ARGS 21
+#define JUDGE_TIMING_ARGS 22
 struct judge_timing_text {
 	char draws[16], warmup[16], timed[16], rechecks[16], max_bytes[24], until_ci[32], max_timed[16],
 		warmup_until[32];

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -53,6 +54,14 @@ static void close_fd(int *fd)
 	}
 }
 
+int proc_fix_layout(void)
+{
+	int cur = personality(0xffffffff); /* a query: changes nothing */
+	if (cur < 0)
+		return -1;
+	return personality((unsigned long)cur | ADDR_NO_RANDOMIZE) < 0 ? -1 : 0;
+}
+
 /* Child side after fork: only async-signal-safe calls until exec. */
 static _Noreturn void exec_child(const struct child *c, char **envp, pid_t parent, int in[2],
 				 int out[2], int err[2], int report)
@@ -76,6 +85,8 @@ static _Noreturn void exec_child(const struct child *c, char **envp, pid_t paren
 	if (c->dir && chdir(c->dir) < 0)
 		goto fail;
 	signal(SIGPIPE, SIG_DFL);
+	if (c->fixed_layout && proc_fix_layout() < 0)
+		goto fail;
 	if (c->sandbox) {
 		int layers = sandbox_apply(c->sandbox);
 		ssize_t w = write(report, &layers, sizeof(layers));

@@ -39,14 +39,21 @@ struct child {
 	/* set by the caller instead of child_start: someone else's child, whose
 	 * pipes (in_fd, out_fd, err_fd) the caller filled; pid is for messages */
 	const struct child_remote *remote;
+	int fixed_layout;         /* no address-space randomisation in the child
+				     (proc_fix_layout before exec) */
 };
 
-#define CHILD_INIT { NULL, NULL, 0, NULL, 0, -1, -1, NULL, -1, -1, -1, -1, -1, 0, 0, 0, 0, NULL }
+#define CHILD_INIT { NULL, NULL, 0, NULL, 0, -1, -1, NULL, -1, -1, -1, -1, -1, 0, 0, 0, 0, NULL, 0 }
 
 /* c's environment as child_start would give it (env's changes over ours, or
  * env alone with clean_env): a NULL-terminated array the caller frees, its
  * strings borrowed. */
 char **child_env(const struct child *c);
+
+/* Programs this process executes from now on, and their children, get the
+ * same memory layout every time: personality ADDR_NO_RANDOMIZE (what
+ * `setarch -R` does). Async-signal-safe. 0, or -1 with errno set. */
+int proc_fix_layout(void);
 
 /* Start the child with three pipes (stdout and stderr: out_to, when set).
  * Every descriptor of ours but those is closed in the child. The child dies

@@ -31,12 +31,11 @@
 # the A/B sets cold processes beside forked ones (REDUCED= empty: the zygote
 # and nothing else). Rows record it as "start": "zygote" or "cold".
 #
-# LAYOUT=fixed (with AB=1): the "reduced" evaluations also run with the same
-# memory layout and hash seed in every process: `setarch -R` (no address-space
-# randomisation, inherited by the checker and the candidate) and
-# PYTHONHASHSEED=0 (passed to both). Tests whether what differs between two
-# processes of one kernel is where things landed. Rows record "layout":
-# "fixed" or "random".
+# LAYOUT=fixed (with AB=1): the "reduced" evaluations also get `mkb eval
+# --fixed-layout` (checker and candidate with the same memory layout and hash
+# seed every time: no address-space randomisation, PYTHONHASHSEED=0), so the
+# A/B tells whether what differs between two processes of one kernel is
+# where things landed. Rows record "layout": "fixed" or "random".
 #
 # Each evaluation records the GPU's SM/memory clocks, temperature and power at
 # the start and end of its timed calls (timing.gpu_state). Rows go to
@@ -69,7 +68,6 @@ case "$layout" in
 '') ;;
 fixed)
 	[ -n "${AB:-}" ] || { echo "noise: LAYOUT=fixed needs AB=1" >&2; exit 2; }
-	setarch "$(uname -m)" -R true || { echo "noise: this machine refuses setarch -R (personality)" >&2; exit 2; }
 	;;
 *) echo "noise: LAYOUT must be fixed" >&2; exit 2 ;;
 esac
@@ -100,14 +98,14 @@ fi
 evaluate() { # round config [flags...]: one evaluation of $k, its row appended to $part
 	local i=$1 config=$2 start=cold
 	shift 2
-	local fork=() wrap=() placed=random
+	local fork=() fixed=() placed=random
 	if [ "$zygote" = 1 ] || { [ "$zygote" = reduced ] && [ "$config" = reduced ]; }; then
 		fork=(--zygote "$zygote_name") start=zygote
 	fi
 	if [ "$layout" = fixed ] && [ "$config" = reduced ]; then
-		wrap=(env PYTHONHASHSEED=0 setarch "$(uname -m)" -R) placed=fixed
+		fixed=(--fixed-layout) placed=fixed
 	fi
-	MKB_STORE="$OUT/noise-$n-$dsl.db" "${wrap[@]}" build/mkb eval "$p" --dsl "$dsl" --workload visible --json "${eval_flags[@]}" "${fork[@]}" "$@" "$k" 2>>"$OUT/stderr.txt" |
+	MKB_STORE="$OUT/noise-$n-$dsl.db" build/mkb eval "$p" --dsl "$dsl" --workload visible --json "${eval_flags[@]}" "${fork[@]}" "${fixed[@]}" "$@" "$k" 2>>"$OUT/stderr.txt" |
 		"$MKB_PYTHON" -c 'import json, sys
 o = json.load(sys.stdin); o.pop("versions", None); o.pop("stages", None)
 o.update(kind="eval", label=sys.argv[1], round=int(sys.argv[2]), config=sys.argv[3], start=sys.argv[4], layout=sys.argv[5]); print(json.dumps(o))' \

@@ -11,7 +11,8 @@ Messages from the checker, one reply each:
                                                       device memory cannot be mapped the
                                                       reply says {"mapped": false, "why"}
   {"op": "import", "kernel": path, "device": d,       import kernel.py, find solve;
-   "cpu": core (optional)}                             with cpu, on that core first
+   "cpu": core (optional),                             with cpu, on that core first;
+   "layout": true (optional)}                          with layout, its process_layout()
   {"op": "prepare", "inputs": description,            fresh tensors on the device;
    "spin": seconds, "warm": bool, "keep": bool}        with warm, GPU work the inputs'
                                                       size after them; then wait for the
@@ -157,6 +158,9 @@ class Runner:
         if not callable(solve):
             return {"error": "kernel.py defines no solve()", "cuda": False, "where": "import"}
         self.solve = torch._dynamo.disable(solve, recursive=True)
+        if msg.get("layout"):
+            from .timing import process_layout
+            pinned["layout"] = process_layout()
         return {"ok": True, **pinned}
 
     def op_prepare(self, msg, fds):

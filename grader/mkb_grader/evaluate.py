@@ -171,6 +171,9 @@ class Evaluation:
         self.warmup_until = float(request.get("warmup_until", 0) or 0)
         self.warmup_max = int(request.get("warmup_max", timing.WARMUP_CAP))
         self.gc_freeze = bool(request.get("gc_freeze"))
+        # the C judge started both processes without address randomisation
+        # and with hash seed 0: each process's own account of it is recorded
+        self.fixed_layout = bool(request.get("fixed_layout"))
         self.noise = {}  # timing.noise: what those did, only when one was asked for
         self.cpu = None  # the candidate's core, once pinned
         self.affinity = None  # this thread's cores before it was pinned
@@ -537,7 +540,10 @@ class Evaluation:
         self.enter("import", gpu=self.result["gpu"])
         self.launch_step(self.attribution.install, self.ask)  # before cuInit, in the import
         reply = self.ask({"op": "import", "kernel": self.req["kernel"], "device": self.device,
-                          **({"cpu": self.cpu} if self.cpu is not None else {})})
+                          **({"cpu": self.cpu} if self.cpu is not None else {}),
+                          **({"layout": True} if self.fixed_layout else {})})
+        if self.fixed_layout:  # the candidate's part is its word, like its core
+            self.noise["layout"] = {"checker": timing.process_layout(), "candidate": reply.get("layout")}
         if self.cpu is not None:
             # the candidate's word (it could ignore the request: only its own time suffers)
             self.noise["pin"]["candidate"] = self.cpu if reply.get("cpu") == [self.cpu] else None

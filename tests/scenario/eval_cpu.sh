@@ -180,6 +180,27 @@ expect 'MKB_JUDGE_REPLY=spin (diagnosis): off by default, recorded as timing.rep
 	python3 -c "import json; v=json.load(open(\"out.json\")); assert \"reply\" not in v[\"timing\"], v[\"timing\"]"
 '
 
+expect '--fixed-layout: checker and candidate without address randomisation and with hash seed 0, each saying so; without it both random' '
+	evaljson 28 28_torch_ok.py --timed 6 --fixed-layout
+	[ "$(field status <out.json)" = passed ]
+	python3 -c "
+import json
+n = json.load(open(\"out.json\"))[\"timing\"][\"noise\"]
+want = {\"aslr\": False, \"hash_seed\": \"0\"}
+assert n == {\"layout\": {\"checker\": want, \"candidate\": want}}, n
+"
+	python3 - <<PY
+import json, sqlite3
+eid = json.load(open("out.json"))["evaluation_id"]
+(opts,) = sqlite3.connect("$MKB_STORE").execute("select options from evaluations where id = ?", (eid,)).fetchone()
+assert json.loads(opts)["fixed_layout"] is True, opts
+PY
+	# a process started without it keeps its randomisation: the kernel of the
+	# noise study test fails unless its own layout is fixed
+	evaljson 28 28_torch_ok.py --timed 6
+	python3 -c "import json; v=json.load(open(\"out.json\")); assert \"noise\" not in v[\"timing\"], v[\"timing\"]"
+'
+
 expect 'noise measures: off by default, recorded under timing.noise when asked for' '
 	evaljson 28 28_torch_ok.py --timed 6
 	python3 -c "import json; v=json.load(open(\"out.json\")); assert \"noise\" not in v[\"timing\"], v[\"timing\"]"

@@ -98,6 +98,8 @@ import json
 rows = [json.loads(l) for l in open("layout/noise.jsonl")]
 got = sorted((r["config"], r["layout"], r["start"], r["status"]) for r in rows)
 assert got == [("default", "random", "cold", "failed")] * 2 + [("reduced", "fixed", "cold", "passed")] * 2, got
+want = {"checker": {"aslr": False, "hash_seed": "0"}, "candidate": {"aslr": False, "hash_seed": "0"}}
+assert all(r["timing"]["noise"]["layout"] == want for r in rows if r["config"] == "reduced"), rows
 PY
 	grep -q "reduced layout: fixed" layout/machine.txt
 	rc=0; OUT=$TMP/lbad LAYOUT=fixed SOLUTIONS=$TMP/sol MKB_PYTHON=$TOP/build/python bash "$TOP/tools/noise_study.sh" 28/tirx 1 0 >out.txt 2>err.txt || rc=$?
