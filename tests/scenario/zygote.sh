@@ -150,6 +150,22 @@ expect 'mkb zygote refuses to start where $MKB_SANDBOX_OFF turns off both layers
 	[ "$(grep -c "\"zygote\"" one.out)" = 2 ]
 '
 
+expect '--fixed-layout: forks keep their zygote'"'"'s layout, and the verdict says which it was' '
+	# this zygote was started without the flag: its forks are randomised and say so
+	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --fixed-layout --json "$TOP/tests/kernels/28_torch_ok.py" >r.json
+	[ "$(field candidate_start <r.json)" = zygote ]
+	python3 -c "import json; n = json.load(open(\"r.json\"))[\"timing\"][\"noise\"][\"layout\"]; assert n[\"checker\"] == n[\"candidate\"] == {\"aslr\": True, \"hash_seed\": \"random\"}, n"
+	# one started with it: every fork without randomisation, hash seed 0
+	"$MKB" zygote --socket "$SOCK-fixed" --device cpu --fixed-layout >fixed.out 2>&1 &
+	zp=$!
+	for _ in $(seq 600); do [ "$(grep -c "\"zygote\"" fixed.out 2>/dev/null)" = 2 ] && break; sleep 0.1; done
+	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK-fixed" --fixed-layout --json "$TOP/tests/kernels/28_torch_ok.py" >f.json
+	kill -TERM $zp; wait $zp || true
+	[ "$(field candidate_start <f.json)" = zygote ]
+	[ "$(field checker_start <f.json)" = zygote ]
+	python3 -c "import json; n = json.load(open(\"f.json\"))[\"timing\"][\"noise\"][\"layout\"]; assert n[\"checker\"] == n[\"candidate\"] == {\"aslr\": False, \"hash_seed\": \"0\"}, n"
+'
+
 expect 'no zygote at the socket: a warning, and the candidate starts cold' '
 	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$TMP/none.sock" --json "$TOP/tests/kernels/28_torch_ok.py" >cold.json 2>err.txt
 	[ "$(field candidate_start <cold.json)" = cold ]
