@@ -108,6 +108,23 @@ PY
 	[ ! -e lbad/noise.jsonl ]
 '
 
+expect 'tools/layout_probe.py: fresh processes per arm, each checked to have its layout, one row per arm' '
+	"$TOP/build/python" "$TOP/tools/layout_probe.py" --kernel "$TOP/tests/kernels/28_torch_ok.py" --device cpu \
+		--workload smoke --processes 2 --arms random,fixed,aslr-off,hash0 --calls 5 --blocks 2 --json >probe.txt 2>err.txt
+	python3 - <<PY
+import json
+rows = [json.loads(l) for l in open("probe.txt") if l.startswith("{")]
+got = sorted((r["arm"], r["aslr"], r["hash_seed"]) for r in rows)
+want = [("aslr-off", False, "random")] * 2 + [("fixed", False, "0")] * 2 + [("hash0", True, "0")] * 2 + [("random", True, "random")] * 2
+assert got == want, got
+assert all(len(r["blocks"]) == 2 and all(b > 0 for b in r["blocks"]) for r in rows), rows
+PY
+	for arm in random fixed aslr-off hash0; do grep -q "^| $arm | " probe.txt || exit 1; done
+	rc=0; "$TOP/build/python" "$TOP/tools/layout_probe.py" --device cpu --arms random,nosuch >out.txt 2>err.txt || rc=$?
+	[ "$rc" = 2 ]
+	grep -q "arms from" err.txt
+'
+
 expect 'ZYGOTE other than 1 or reduced, or reduced without AB, is refused before anything runs' '
 	for z in yes reduced; do
 		rc=0; OUT=$TMP/zbad ZYGOTE=$z SOLUTIONS=$TMP/sol MKB_PYTHON=$TOP/build/python bash "$TOP/tools/noise_study.sh" 28/tirx 1 0 >out.txt 2>err.txt || rc=$?
