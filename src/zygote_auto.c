@@ -217,6 +217,8 @@ void zygote_auto_start(struct zygote_auto *za, struct judge_opts *o)
 		argv[n++] = "--python";
 		argv[n++] = o->python;
 	}
+	if (o->fixed_layout) /* its forks keep its layout: fixed only if it is */
+		argv[n++] = "--fixed-layout";
 	argv[n] = NULL;
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0) {

@@ -44,6 +44,20 @@ expect 'mkb run --zygote auto grades through a zygote of its own (trials in flig
 	[ -z "$(zygotes_of "$name")" ] # nothing of it outlives the run
 '
 
+expect 'mkb run --zygote auto --fixed-layout: its zygote is started with the flag, so the forks'"'"' layout is fixed' '
+	export MKB_STORE=$TMP/fixed.db
+	"$MKB" run $RUN_FLAGS --arms solo_cutedsl --zygote auto --fixed-layout >run.txt 2>err.txt || { cat err.txt; false; }
+	grep -q "^done: 1 of 1 trials final: 1 passed" run.txt
+	[ "$(final_start p28_r1_solo_cutedsl)" = "zygote zygote passed" ]
+	id=$(python3 -c "import sqlite3; print(sqlite3.connect(\"$MKB_STORE\").execute(\"select attempt from trials\").fetchone()[0])")
+	"$MKB" attempt show "$id" --json | python3 -c "
+import json, sys
+a = json.load(sys.stdin)
+v = next(e[\"body\"][\"verdict\"] for e in a[\"events\"] if e[\"kind\"] == \"final\")
+n = v[\"timing\"][\"noise\"][\"layout\"]
+assert n[\"checker\"] == n[\"candidate\"] == {\"aslr\": False, \"hash_seed\": \"0\"}, n"
+'
+
 expect 'without --zygote a run starts every evaluation cold, as before' '
 	export MKB_STORE=$TMP/cold.db
 	env -u MKB_ZYGOTE "$MKB" run $RUN_FLAGS --arms solo_cutedsl >run.txt 2>err.txt
