@@ -32,6 +32,12 @@
 #                                     interleaved, side by side (about 150 s per kernel);
 #                                     PAR=4: four kernels at once (noise_study.sh: which fit);
 #                                     EVALS=3: evaluations per kernel (default 5)
+#   tools/gpu_batch.sh layout [P]     tools/layout_probe.py (no judge) on the shipped kernels
+#                                     of P (default 28,36), random beside fixed memory layout
+#                                     in fresh processes (PROCESSES per arm, default 6);
+#                                     TORCH=1: the torch stand-ins of tests/kernels/ on the
+#                                     smoke workload instead (no DSL needed: no set-up);
+#                                     PROBE_FLAGS: more layout_probe.py flags
 #
 # Session 12 ran `judge` (then with adversarial inside) and `kernels`
 # (results/h200-judge-trusted.md).
@@ -41,6 +47,7 @@ export MKB_PYTHON=${MKB_PYTHON:-/opt/torch/.venv/bin/python}
 . tools/device_env.sh
 . tools/select.sh # solutions: which kernels a "N or N/dsl" list names
 out=${OUT:?set OUT}
+mkdir -p "$out"
 step=${1:?step}
 work=/tmp/gpu-batch-$step
 rm -rf "$work" && mkdir -p "$work"
@@ -136,6 +143,20 @@ zygote)
 		specs+=("solutions/$n/$dsl/kernel.py:$((10#${n%%_*})):$dsl")
 	done < <(solutions "${2:-28}")
 	OUT=$work bounded tools/zygote_bench.sh "${specs[@]}" 2>"$work/stderr-zygote.txt" | tail -12
+	;;
+layout)
+	# issue 11: does where a process landed set the end-to-end figure?
+	while read -r n dsl; do
+		k="solutions/$n/$dsl/kernel.py" wl=visible
+		if [ -n "${TORCH:-}" ]; then
+			k="tests/kernels/${n%%_*}_torch_ok.py" wl=smoke
+			[ "$dsl" = cutedsl ] && [ -f "$k" ] || continue # one torch stand-in per problem
+		fi
+		bounded "$MKB_PYTHON" tools/layout_probe.py --kernel "$k" --problem-dir "$(ls -d problems/*/"$n" | head -1)" \
+			--workload "$wl" --processes "${PROCESSES:-6}" --json ${PROBE_FLAGS:-} 2>>"$work/stderr-layout.txt" >"$work/layout.txt"
+		grep '^{' "$work/layout.txt" | sed "s|^{|{\"label\": \"$n/$dsl\", |" >>"$work/layout.jsonl"
+		grep -v '^{' "$work/layout.txt" | tee -a "$work/layout.md"
+	done < <(solutions "${2:-28,36}")
 	;;
 noise)
 	OUT=$work bounded tools/noise_study.sh "${2:-28,36}" ${EVALS:+"$EVALS"} 2>"$work/stderr-noise.txt" | tail -40

@@ -125,6 +125,20 @@ PY
 	grep -q "arms from" err.txt
 '
 
+expect 'gpu_batch.sh layout (TORCH=1): the probe per problem'"'"'s torch stand-in, rows labelled, the tables consolidated under OUT' '
+	OUT=$TMP/glay TORCH=1 PROCESSES=2 PROBE_FLAGS="--device cpu --calls 5 --blocks 2" MKB_PYTHON=$TOP/build/python \
+		bash "$TOP/tools/gpu_batch.sh" layout 28,36 >out.txt 2>err.txt
+	python3 - <<PY
+import collections, json
+rows = [json.loads(l) for l in open("glay/rows-layout.jsonl")]
+got = collections.Counter((r["label"], r["arm"]) for r in rows)
+assert got == {("28_fused_add_rmsnorm/cutedsl", "random"): 2, ("28_fused_add_rmsnorm/cutedsl", "fixed"): 2,
+               ("36_rmsnorm/cutedsl", "random"): 2, ("36_rmsnorm/cutedsl", "fixed"): 2}, got
+PY
+	[ "$(grep -c "^| fixed | " glay/tables-layout.md)" = 2 ]
+	grep -q "tests/kernels/36_torch_ok.py (cpu, smoke)" out.txt
+'
+
 expect 'ZYGOTE other than 1 or reduced, or reduced without AB, is refused before anything runs' '
 	for z in yes reduced; do
 		rc=0; OUT=$TMP/zbad ZYGOTE=$z SOLUTIONS=$TMP/sol MKB_PYTHON=$TOP/build/python bash "$TOP/tools/noise_study.sh" 28/tirx 1 0 >out.txt 2>err.txt || rc=$?
