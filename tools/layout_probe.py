@@ -17,9 +17,10 @@ judge, no sandbox, one process at a time: only the process differs.
         [--workload visible] [--processes 6] [--arms random,fixed] [--json]
 
 Prints one row per arm: the per-process medians, their spread between
-processes ((max - min) / median) and the spread of blocks inside one process
-(the median over processes): the first well above the second says the
-process, not the calls, sets the figure."""
+processes ((max - min) / median, and the interquartile range over the median,
+which one disturbed process does not set) and the spread of blocks inside
+one process (the median over processes): the first well above the last says
+the process, not the calls, sets the figure."""
 import argparse
 import json
 import os
@@ -40,6 +41,15 @@ ARMS = {  # arm -> (address randomisation off, hash seed 0)
 
 def spread(values):
     return (max(values) - min(values)) / statistics.median(values) if values else None
+
+
+def iqr_share(values):
+    """Interquartile range over the median: a spread one disturbed process
+    (a shared machine's) does not set, beside max - min, which it does."""
+    if len(values) < 2:
+        return 0.0
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return (q[2] - q[0]) / statistics.median(values)
 
 
 def child(args):
@@ -131,12 +141,13 @@ def main():
                 print(json.dumps(row), flush=True)
     print(f"\n{os.path.relpath(args.kernel, ROOT)} ({args.device}, {args.workload}): "
           f"{args.processes} processes per arm, {args.blocks} blocks of {args.calls} calls each\n")
-    print("| arm | per-process medians (ms) | between processes | blocks inside a process |")
-    print("|---|---|---|---|")
+    print("| arm | per-process medians (ms) | between processes | IQR between processes | blocks inside a process |")
+    print("|---|---|---|---|---|")
     for arm in arms:
         medians = [statistics.median(r["blocks"]) for r in rows[arm]]
         inside = statistics.median(spread(r["blocks"]) for r in rows[arm])
-        print(f"| {arm} | {' '.join(f'{m:.4f}' for m in medians)} | {100 * spread(medians):.1f}% | {100 * inside:.1f}% |")
+        print(f"| {arm} | {' '.join(f'{m:.4f}' for m in medians)} | {100 * spread(medians):.1f}% "
+              f"| {100 * iqr_share(medians):.1f}% | {100 * inside:.1f}% |")
 
 
 if __name__ == "__main__":
