@@ -53,19 +53,16 @@ def iqr_share(values):
 
 
 def child(args):
-    """One process: the kernel's block medians (ms), as one JSON line."""
-    import importlib.util
-
+    """One process: the kernel's block medians (ms) and its layout, as one JSON line."""
     import torch
 
     sys.path.insert(0, os.path.join(ROOT, "grader"))
-    from mkb_grader.problem import Problem
+    from mkb_grader.problem import Problem, load_module
+    from mkb_grader.timing import process_layout
 
     problem = Problem(args.problem_dir, args.workload)
-    spec = importlib.util.spec_from_file_location("kernel", args.kernel)
-    mod = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(os.path.abspath(args.kernel)))
-    spec.loader.exec_module(mod)
+    mod = load_module("kernel", args.kernel)
     cuda = args.device == "cuda"
 
     def call(seed):
@@ -86,9 +83,7 @@ def child(args):
         call(1000 + s)
     blocks = [statistics.median(call(10_000 * (b + 1) + i) for i in range(args.calls))
               for b in range(args.blocks)]
-    with open("/proc/self/personality", encoding="ascii") as f:
-        aslr = not int(f.read(), 16) & 0x0040000
-    print(json.dumps({"blocks": blocks, "aslr": aslr, "hash_seed": "random" if sys.flags.hash_randomization else "0"}))
+    print(json.dumps({"blocks": blocks, **process_layout()}))
 
 
 def run_arm(args, arm):

@@ -7,6 +7,12 @@ study() { # out par evals [P]
 	OUT=$TMP/$1 PAR=$2 SOLUTIONS=$TMP/sol MKB_PYTHON=$TOP/build/python \
 		EVAL_FLAGS="--device cpu --workload smoke" bash "$TOP/tools/noise_study.sh" "${4:-}" "$3"
 }
+ab_study() { # out solutions VAR=value...: AB=1 with nothing but VARs in the reduced arm, 28/tirx twice
+	local out=$1 sol=$2
+	shift 2
+	env OUT="$TMP/$out" AB=1 REDUCED= PAR=1 SOLUTIONS="$sol" MKB_PYTHON="$TOP/build/python" \
+		EVAL_FLAGS="--device cpu --workload smoke" "$@" bash "$TOP/tools/noise_study.sh" 28/tirx 2 0
+}
 mkdir -p "$TMP/sol/28_fused_add_rmsnorm/cutedsl" "$TMP/sol/28_fused_add_rmsnorm/tirx" "$TMP/sol/36_rmsnorm/cutedsl"
 cp "$TOP/tests/kernels/28_torch_ok.py" "$TMP/sol/28_fused_add_rmsnorm/cutedsl/kernel.py"
 cp "$TOP/tests/kernels/28_torch_ok.py" "$TMP/sol/28_fused_add_rmsnorm/tirx/kernel.py"
@@ -59,8 +65,7 @@ expect 'PAR that is not a positive number is refused before anything runs' '
 	[ ! -e bad/noise.jsonl ]
 '
 expect 'ZYGOTE=reduced with AB=1: the reduced configuration forked from the study'"'"'s zygote, the default cold; the zygote ends with the study' '
-	OUT=$TMP/zy AB=1 ZYGOTE=reduced REDUCED= PAR=1 SOLUTIONS=$TMP/sol MKB_PYTHON=$TOP/build/python \
-		EVAL_FLAGS="--device cpu --workload smoke" bash "$TOP/tools/noise_study.sh" 28/tirx 2 0 >out.txt 2>err.txt
+	ab_study zy "$TMP/sol" ZYGOTE=reduced >out.txt 2>err.txt
 	python3 - <<PY
 import json
 rows = [json.loads(l) for l in open("zy/noise.jsonl")]
@@ -91,8 +96,7 @@ def solve(hidden_states, residual, weight):
     return (y if FIXED else -y).to(hidden_states.dtype)
 PY
 	} >"$TMP/lay/28_fused_add_rmsnorm/tirx/kernel.py"
-	OUT=$TMP/layout AB=1 LAYOUT=fixed REDUCED= PAR=1 SOLUTIONS=$TMP/lay MKB_PYTHON=$TOP/build/python \
-		EVAL_FLAGS="--device cpu --workload smoke" bash "$TOP/tools/noise_study.sh" 28/tirx 2 0 >out.txt 2>err.txt
+	ab_study layout "$TMP/lay" LAYOUT=fixed >out.txt 2>err.txt
 	python3 - <<PY
 import json
 rows = [json.loads(l) for l in open("layout/noise.jsonl")]
