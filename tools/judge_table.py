@@ -34,15 +34,16 @@ def phases(rows):
     if not have:
         return
     print("\n| problem | dsl | workload | events ms | checker wall ms | wall - events | round trip "
-          "| before | solve | drain | export |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| before (inputs) | solve | drain | export | wait |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in have:
         t = r["timing"]
         ph = t["phases"]
         ev, wall = t.get("events_ms"), t.get("wall_ms")
         gap = wall - ev if isinstance(ev, (int, float)) and isinstance(wall, (int, float)) else None
         print(f"| {r.get('label')} | {r.get('dsl')} | {r.get('workload')} | {fmt(ev)} | {fmt(wall)} | {fmt(gap)} | "
-              + " | ".join(fmt(ph.get(k)) for k in ("round_trip_ms", "before_ms", "solve_ms", "drain_ms", "export_ms"))
+              + f"{fmt(ph.get('round_trip_ms'))} | {fmt(ph.get('before_ms'))} ({fmt(ph.get('inputs_ms'))}) | "
+              + " | ".join(fmt(ph.get(k)) for k in ("solve_ms", "drain_ms", "export_ms", "wait_ms"))
               + " |")
 
 

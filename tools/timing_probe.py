@@ -18,7 +18,7 @@ does):
   staged-d2d   inputs made on the GPU one round earlier, copied device to device into
                fresh tensors just before the call (the new judge's device arenas)
   idle         as made, then 0.2 ms with the GPU idle and the CPU spinning (the judge's
-               round trip between the candidate's prepare and its call)
+               round trip between the empty round trip and the call)
   idle+kept    as idle, but tiny GPU sleeps keep the GPU busy until the call
   NAME+q       as NAME, but solve queued behind a 0.2 ms GPU sleep: the figure is the
                kernels' GPU time alone (event after the sleep to the end), without
@@ -73,7 +73,7 @@ def load(path):
 
 
 SLEEP_CYCLES = 400_000  # ~0.2 ms at the H200's boost clock
-IDLE_S = 0.0002  # the judge's round trip between prepare and call (0.1-0.25 ms)
+IDLE_S = 0.0002  # the judge's gap between the empty round trip and the call (0.1-0.25 ms)
 KEEP_CYCLES = 20_000  # ~10 us
 
 
@@ -195,7 +195,7 @@ def main():
                 pass
         if name == "idle":
             # the GPU idle for as long as the judge's round trip between the
-            # candidate's prepare and its call, the CPU spinning
+            # candidate's empty round trip and its call, the CPU spinning
             torch.cuda.synchronize()
             t_end = time.perf_counter() + IDLE_S
             while time.perf_counter() < t_end:

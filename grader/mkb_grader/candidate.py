@@ -13,13 +13,15 @@ Messages from the checker, one reply each:
   {"op": "import", "kernel": path, "device": d,       import kernel.py, find solve;
    "cpu": core (optional),                             with cpu, on that core first;
    "layout": true (optional)}                          with layout, its process_layout()
-  {"op": "prepare", "inputs": description,            fresh tensors on the device;
-   "spin": seconds, "warm": bool, "keep": bool}        with warm, GPU work the inputs'
-                                                      size after them; then wait for the
-                                                      next message without sleeping (with
-                                                      keep, the GPU kept busy meanwhile)
-  {"op": "go", "slots": [[off, n], ...], "call": bool} time solve (or nothing:
-                                                      the checker's calibration)
+  {"op": "go", "call": true, "inputs": description,  fresh tensors on the device from
+   "slots": [[off, n], ...], "warm": bool,             the input arena (with warm, GPU
+   "spin": seconds, "keep": bool}                      work their size after them), then
+                                                      time solve on them and export its
+                                                      output into the slots
+  {"op": "go", "call": false, "spin": s, "keep": b}   nothing (the checker's empty
+                                                      round trip before a call)
+  Any message with "spin": after answering, wait for the next one polling
+  without sleeping for at most that long (with keep, the GPU kept busy).
   {"op": "gc", "freeze": true}                         no garbage collection until
                                                       the next import
   {"op": "launch", "dry": bool} + 2 fds                (before import) the launch
@@ -54,9 +56,9 @@ class Runner:
         self.arena_in = self.arena_out = None
         self.device = "cpu"
         self.solve = None
-        self.inputs = None
         self.scratch = None
         self.keep_event = None
+        self.arrived_at = self.answered_at = None  # the "wait" phase of a call
         self.affinity = None  # this thread's cores before it was pinned
 
     def op_arena(self, msg, fds):
@@ -163,25 +165,24 @@ class Runner:
             pinned["layout"] = process_layout()
         return {"ok": True, **pinned}
 
-    def op_prepare(self, msg, fds):
+    def take_inputs(self, msg):
+        """The call's inputs: fresh tensors on the device from the input
+        arena. Made inside the "go" that times the call, so the checker's
+        clock is running from the moment this process is told of them: no
+        work on them can be done before it starts (docs/judge.md, guarantee
+        4)."""
         from .arena import materialise
-        self.inputs = None
-        try:
-            inputs = materialise(self.arena_in, msg["inputs"], self.device)
-            if self.device == "cuda":
-                # One small kernel of ours: the GPU's compute engine switches
-                # to this process's context now (the copies above ran on the
-                # copy engine), not inside the timed call (~0.1 ms on the H200).
-                self.torch.ones(1, device="cuda").add_(1)
-                if msg.get("warm") == "touch":
-                    self.touch(inputs)
-                elif msg.get("warm"):
-                    self.warm_up(inputs)
-                self.torch.cuda.synchronize()
-        except Exception as exc:
-            return failure(exc, "prepare")
-        self.inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
-        return {"ok": True}
+        inputs = materialise(self.arena_in, msg["inputs"], self.device)
+        if self.device == "cuda":
+            # One small kernel of ours: the GPU's compute engine switches
+            # to this process's context now (the copies above ran on the
+            # copy engine), not inside the timed window (~0.1 ms on the H200).
+            self.torch.ones(1, device="cuda").add_(1)
+            if msg.get("warm") == "touch":
+                self.touch(inputs)
+            elif msg.get("warm"):
+                self.warm_up(inputs)
+        return tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
 
     def touch(self, inputs):
         """Rewrite every input in place on the GPU, in order, as making them
@@ -207,7 +208,7 @@ class Runner:
         self.scratch[:n].normal_()
 
     def keep_busy(self):
-        """(diagnosis: MKB_JUDGE_KEEP=1) between a prepare and its call, a
+        """(diagnosis: MKB_JUDGE_KEEP=1) between the empty round trip and the call, a
         ~10 us GPU sleep whenever the last one has finished, so the GPU is
         not idle when the call starts, as after making the inputs on it in
         the paper's harness; the call's synchronise waits at most one."""
@@ -222,9 +223,18 @@ class Runner:
         torch = self.torch
         cuda = self.device == "cuda"
         t_in = time.perf_counter()
-        inputs, self.inputs = self.inputs, None
-        if msg.get("call", True) and inputs is None:
-            return {"error": "go without prepared inputs", "cuda": False}
+        # from this process's previous answer to this message's arrival: how
+        # long solve's caller sat waiting (the candidate's word, diagnosis)
+        wait = (self.arrived_at - self.answered_at) * 1e3 if self.answered_at else None
+        inputs = None
+        if msg.get("call", True):
+            if "inputs" not in msg:
+                return {"error": "go without inputs", "cuda": False}
+            try:
+                inputs = self.take_inputs(msg)
+            except Exception as exc:
+                return failure(exc, "inputs")
+        t_ready = time.perf_counter()
         try:
             if cuda:
                 start = torch.cuda.Event(enable_timing=True)
@@ -258,25 +268,28 @@ class Runner:
         # where the call's time went by this process's clock (diagnosis of
         # the outside clock's excess over the events; the candidate's word)
         phases = {"before": (t0 - t_in) * 1e3, "solve": (t1 - t0) * 1e3, "drain": (t2 - t1) * 1e3,
-                  "export": (t3 - t2) * 1e3}
+                  "export": (t3 - t2) * 1e3, "wait": wait, "inputs": (t_ready - t_in) * 1e3}
         return {"ok": True, "ms": ms, "cpu_ms": (t1 - t0) * 1e3, "out": desc, "phases": phases}
 
     def serve(self):
         from .wire import PeerLost
-        ops = {"arena": self.op_arena, "import": self.op_import,
-               "prepare": self.op_prepare, "go": self.op_go, "gc": self.op_gc,
-               "launch": self.op_launch}
+        ops = {"arena": self.op_arena, "import": self.op_import, "go": self.op_go,
+               "gc": self.op_gc, "launch": self.op_launch}
         spin, keep = 0.0, False
         while True:
             try:
                 msg, fds = self.peer.recv(spin=spin, idle=self.keep_busy if keep else None)
             except PeerLost:
                 return 0
-            # After a prepare the timed call follows within microseconds: a
-            # core that slept until then runs solve's Python dispatch from
-            # cold caches, inside the timed window (docs/judge.md "Timing").
-            spin = float(msg.get("spin") or 0) if msg.get("op") == "prepare" else 0.0
-            keep = bool(msg.get("keep")) and msg.get("op") == "prepare" and self.device == "cuda"
+            self.arrived_at = time.perf_counter()
+            # A message may ask this process to poll for the next one without
+            # sleeping ("spin" seconds at most): the checker sends it before
+            # a call, whose "go" then follows within microseconds, so solve's
+            # Python dispatch does not start on a core that slept
+            # (docs/judge.md "Timing"); with keep, the GPU is kept busy
+            # meanwhile.
+            spin = float(msg.get("spin") or 0)
+            keep = bool(msg.get("keep")) and spin > 0 and self.device == "cuda"
             op = ops.get(msg.get("op"))
             if op is None:
                 if msg.get("op") == "exit":
@@ -285,6 +298,7 @@ class Runner:
             else:
                 reply = op(msg, fds)
             self.peer.send(reply)
+            self.answered_at = time.perf_counter()
 
 
 def main():

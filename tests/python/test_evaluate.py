@@ -79,9 +79,14 @@ class ProcedureTest(unittest.TestCase):
         # where each call's wall time went (diagnosis): the candidate's own
         # phases, the uncapped empty round trip
         ph = t["phases"]
-        self.assertEqual(set(ph), {"before_ms", "solve_ms", "drain_ms", "export_ms", "round_trip_ms"})
+        self.assertEqual(set(ph), {"before_ms", "solve_ms", "drain_ms", "export_ms", "round_trip_ms",
+                                   "wait_ms", "inputs_ms"})
         self.assertTrue(all(v >= 0 for v in ph.values()), ph)
         self.assertEqual(ph["solve_ms"], t["solve_cpu_ms"])
+        # the candidate copies the inputs inside the call, before its clock
+        self.assertLessEqual(ph["inputs_ms"], ph["before_ms"])
+        # the allowance for that copy: the checker's own write, with headroom
+        self.assertGreater(t["inputs_ms"], 0)
         self.assertGreaterEqual(ph["round_trip_ms"], t["round_trip_ms"])  # the latter capped
 
     def test_two_evaluations_draw_different_seeds(self):

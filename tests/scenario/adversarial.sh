@@ -42,7 +42,7 @@ while IFS=$'\t' read -r kernel want pattern when; do
 		[ "$got" = "'"$want"'" ]
 		# through a zygote (tests/scenario/zygote.sh): every candidate forked from it
 		[ -z "${MKB_ZYGOTE:-}" ] || [ "$(field candidate_start <out.json)" = zygote ]
-		text=$(python3 -c "import json; v=json.load(open(\"out.json\")); print(v[\"reason\"]); print(v.get(\"output_tail\", \"\")); print(json.dumps(v.get(\"timing\"))); print(\"eager_ms=%s\" % v[\"eager_ms\"])")
+		text=$(python3 -c "import json; v=json.load(open(\"out.json\")); print(v[\"reason\"]); print(v.get(\"output_tail\", \"\")); print(json.dumps(v.get(\"timing\"))); print(\"eager_ms=%s\" % v[\"eager_ms\"]); print(\"kernel_ms=%s source=%s\" % (v[\"kernel_ms\"], (v.get(\"timing\") or {}).get(\"source\")))")
 		pat='"'$pattern'"'
 		if [ "${pat#!}" != "$pat" ]; then
 			! grep -Eq -- "${pat#!}" <<<"$text"
