@@ -12,7 +12,8 @@
 #                                   new judge on held-out (NO_HELDOUT=1: not;
 #                                   ROUNDS=N: the old/new pair N times, interleaved;
 #                                   REPLY=spin: each new row again with MKB_JUDGE_REPLY=spin;
-#                                   LAUNCHES=off: each new row again with --launches off)
+#                                   LAUNCHES=off: each new row again with --launches off;
+#                                   REPEAT=1: each new row again with MKB_JUDGE_REPEAT=1)
 #   tools/gpu_judge.sh breakdown    problem 28 (torch kernels: no DSL needed): wall
 #                                   time and stage timeline of one evaluation, old and
 #                                   new; then 8 evaluations one at a time and 4 at a
@@ -140,6 +141,7 @@ compare)
 	case "$rounds" in '' | *[!0-9]* | 0) log "compare: ROUNDS must be a positive number"; exit 2 ;; esac
 	case "${REPLY:-}" in '' | spin) ;; *) log "compare: REPLY is spin or unset"; exit 2 ;; esac
 	case "${LAUNCHES:-}" in '' | off) ;; *) log "compare: LAUNCHES is off or unset"; exit 2 ;; esac
+	case "${REPEAT:-}" in '' | 1) ;; *) log "compare: REPEAT is 1 or unset"; exit 2 ;; esac
 	build_old || exit 1
 	solutions "${2:-}" | while read -r n dsl; do
 		k="solutions/$n/$dsl/kernel.py"
@@ -154,6 +156,10 @@ compare)
 			# LAUNCHES=off: also the new judge without the launch recorder (the
 			# old judge had none; its callbacks cost the candidate per launch)
 			[ -z "${LAUNCHES:-}" ] || row new "$label launches=off" passed "${n%%_*}" "$dsl" visible "$k" --launches off
+			# REPEAT=1: also the new judge with MKB_JUDGE_REPEAT=1 (each timed
+			# call's solve run again at once: phases repeat_ms, the call
+			# without the gap before it, beside the old judge's loop)
+			[ -z "${REPEAT:-}" ] || MKB_JUDGE_REPEAT=1 row new "$label repeat" passed "${n%%_*}" "$dsl" visible "$k"
 		done
 		[ -n "${NO_HELDOUT:-}" ] || row new "$n" passed "${n%%_*}" "$dsl" heldout "$k"
 	done

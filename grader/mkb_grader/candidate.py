@@ -18,6 +18,7 @@ Messages from the checker, one reply each:
    "spin": seconds, "keep": bool}                      work their size after them), then
                                                       time solve on them and export its
                                                       output into the slots
+   (diagnosis: "repeat": true, solve again on them right after, timed, dropped)
   {"op": "go", "call": false, "spin": s, "keep": b}   nothing (the checker's empty
                                                       round trip before a call)
   Any message with "spin": after answering, wait for the next one polling
@@ -255,6 +256,8 @@ class Runner:
         except Exception as exc:
             return failure(exc, "solve")
         t2 = time.perf_counter()
+        repeat = self.repeat(inputs) if msg.get("repeat") and msg.get("call", True) else {}
+        t2 += repeat.get("repeat_wall", 0.0) / 1e3
         del inputs
         if not msg.get("call", True):
             return {"ok": True, "ms": ms}
@@ -267,9 +270,36 @@ class Runner:
         t3 = time.perf_counter()
         # where the call's time went by this process's clock (diagnosis of
         # the outside clock's excess over the events; the candidate's word)
-        phases = {"before": (t0 - t_in) * 1e3, "solve": (t1 - t0) * 1e3, "drain": (t2 - t1) * 1e3,
-                  "export": (t3 - t2) * 1e3, "wait": wait, "inputs": (t_ready - t_in) * 1e3}
+        phases = {"before": (t0 - t_in) * 1e3, "solve": (t1 - t0) * 1e3,
+                  "drain": (t2 - t1) * 1e3 - repeat.get("repeat_wall", 0.0), "export": (t3 - t2) * 1e3,
+                  "wait": wait, "inputs": (t_ready - t_in) * 1e3, **repeat}
         return {"ok": True, "ms": ms, "cpu_ms": (t1 - t0) * 1e3, "out": desc, "phases": phases}
+
+    def repeat(self, inputs):
+        """(diagnosis: MKB_JUDGE_REPEAT=1) solve again on the same inputs
+        right after the timed call, timed the same way, its output dropped:
+        what the call costs when the one before it ran just now, as in the
+        paper's one-process loop. {"repeat": ms, "repeat_wall": ms of this
+        process's clock, which the checker takes off the call's wall time}."""
+        torch = self.torch
+        w0 = time.perf_counter()
+        try:
+            if self.device == "cuda":
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                torch.cuda.synchronize()
+                start.record()
+                self.solve(*inputs)
+                end.record()
+                torch.cuda.synchronize()
+                ms = start.elapsed_time(end)
+            else:
+                t0 = time.perf_counter()
+                self.solve(*inputs)
+                ms = (time.perf_counter() - t0) * 1e3
+        except Exception:  # the timed call succeeded: the diagnosis is simply missing
+            return {}
+        return {"repeat": ms, "repeat_wall": (time.perf_counter() - w0) * 1e3}
 
     def serve(self):
         from .wire import PeerLost

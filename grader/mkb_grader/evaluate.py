@@ -72,7 +72,13 @@ class Knobs:
       SPIN_S) for the reply of each timed call and of the empty round trip
       before it, so its own wake-up is not inside the wall time it compares
       with the events (session 22: 0.17-0.28 ms of messaging per call on the
-      H200, against a 0.25 ms cap)."""
+      H200, against a 0.25 ms cap);
+    - MKB_JUDGE_REPEAT=1: after each timed call the candidate calls solve
+      again on the same inputs, timed the same way, output dropped; its
+      time (phases repeat_ms) beside the call's shows what the gap between
+      calls costs the first one (the old judge's loop had none). The
+      candidate's clock for the repeat is taken off the call's wall time,
+      so the outside clock rests on its word: never for a real verdict."""
 
     def __init__(self, env):
         wait = env.get("MKB_JUDGE_WAIT")
@@ -82,13 +88,14 @@ class Knobs:
         self.warm = prep if prep in ("warm", "touch") else False
         self.keep = env.get("MKB_JUDGE_KEEP") == "1"
         self.reply_spin_s = SPIN_S if env.get("MKB_JUDGE_REPLY") == "spin" else 0.0
+        self.repeat = env.get("MKB_JUDGE_REPEAT") == "1"
 
 
 PHASES = ("before", "solve", "drain", "export")
 # (the candidate's word) how long it waited for the call since its last
 # answer, and its copy of the inputs (inside "before"); a reply without
 # them keeps the four above
-OPTIONAL_PHASES = ("wait", "inputs")
+OPTIONAL_PHASES = ("wait", "inputs", "repeat")
 
 
 def call_phases(got):
@@ -448,8 +455,12 @@ class Evaluation:
         self.launch_step(self.attribution.begin)  # the input copies' launches belong to the call
         t0 = time.perf_counter_ns()
         reply = self.ask({"op": "go", "call": True, "inputs": desc, "slots": slots, "warm": self.knobs.warm,
-                          "spin": self.knobs.between_s}, spin=self.knobs.reply_spin_s)
+                          "spin": self.knobs.between_s, "repeat": self.knobs.repeat},
+                         spin=self.knobs.reply_spin_s)
         wall_ms = (time.perf_counter_ns() - t0) / 1e6
+        if self.knobs.repeat:  # (diagnosis) the repeated solve is not the call's
+            rw = (reply.get("phases") or {}).get("repeat_wall")
+            wall_ms -= float(rw) if isinstance(rw, (int, float)) and 0 <= rw < wall_ms else 0.0
         views = [self.arena_out.view(off, n, torch.uint8, [n], [1]) for off, n in slots]
         # On a GPU every copy here stays off the CPU (device to device from a
         # device arena, a DMA from a page-locked one): the checker never
@@ -822,6 +833,8 @@ class Evaluation:
             self.result["timing"]["reply"] = "spin"
         if self.knobs.between_s:  # (diagnosis) MKB_JUDGE_WAIT=hot was in force
             self.result["timing"]["wait"] = "hot"
+        if self.knobs.repeat:  # (diagnosis) MKB_JUDGE_REPEAT=1: the outside clock took the candidate's word
+            self.result["timing"]["repeat"] = True
         kernel = events if confirmed else max(floor, 1e-6)
         self.result["kernel_ms"] = kernel
         self.result["eager_ms"] = timing.median(eager_ms)

@@ -180,6 +180,24 @@ expect 'MKB_JUDGE_REPLY=spin (diagnosis): off by default, recorded as timing.rep
 	python3 -c "import json; v=json.load(open(\"out.json\")); assert \"reply\" not in v[\"timing\"], v[\"timing\"]"
 '
 
+expect 'MKB_JUDGE_WAIT=hot and MKB_JUDGE_REPEAT=1 (diagnosis): off by default, recorded when on; the repeat times solve again' '
+	evaljson 28 28_torch_ok.py --timed 6
+	python3 -c "
+import json
+t = json.load(open(\"out.json\"))[\"timing\"]
+assert \"wait\" not in t and \"repeat\" not in t and \"repeat_ms\" not in t[\"phases\"], t
+assert t[\"phases\"][\"wait_ms\"] > 0 and t[\"phases\"][\"inputs_ms\"] > 0, t
+"
+	MKB_JUDGE_WAIT=hot MKB_JUDGE_REPEAT=1 evaljson 28 28_torch_ok.py --timed 6
+	[ "$(field status <out.json)" = passed ]
+	python3 -c "
+import json
+t = json.load(open(\"out.json\"))[\"timing\"]
+assert t[\"wait\"] == \"hot\" and t[\"repeat\"] is True, t
+assert t[\"phases\"][\"repeat_ms\"] > 0, t
+"
+'
+
 expect '--fixed-layout: checker and candidate without address randomisation and with hash seed 0, each saying so; without it both random' '
 	evaljson 28 28_torch_ok.py --timed 6 --fixed-layout
 	[ "$(field status <out.json)" = passed ]
