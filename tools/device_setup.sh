@@ -12,16 +12,21 @@
 # unpacked into $DSL_SITE; then mkb is built against the carried headers and
 # the machine's own libjansson/libsqlite3/libcurl (without libpq: PG=0). Prints "setup: ready" when done,
 # "setup: waiting for ..." otherwise. Source tools/device_env.sh afterwards.
+#
+# NO_DSL=1 (carry only .stage/include): build mkb and the launch recorder,
+# no DSLs: enough for the torch stand-ins of tests/kernels/ and the
+# trust-boundary rows of tests/adversarial/ (one call instead of three).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGE=${STAGE:-/root/stage}
 DSL_SITE=${DSL_SITE:-/root/dsl-site}
 manifest=.stage/manifest
-[ -f "$manifest" ] || { echo "setup: carry .stage/manifest (run tools/stage_dsls.sh here first)" >&2; exit 2; }
+no_dsl=${NO_DSL:-}
+[ -n "$no_dsl" ] || [ -f "$manifest" ] || { echo "setup: carry .stage/manifest (run tools/stage_dsls.sh here first)" >&2; exit 2; }
 mkdir -p "$STAGE"
 
 # Keep every carried part whose hash matches the manifest.
-for f in .stage/part-*; do
+[ -n "$no_dsl" ] || for f in .stage/part-*; do
 	[ -f "$f" ] || continue
 	name=$(basename "$f")
 	want=$(awk -v n="$name" '$1 == "part" && $2 == n {print $3}' "$manifest")
@@ -34,8 +39,8 @@ for f in .stage/part-*; do
 	echo "setup: stored $name"
 done
 
-whole=$(awk '$1 == "whole" {print $2}' "$manifest")
-if [ ! -f "$DSL_SITE/.installed-$whole" ]; then
+whole=$([ -n "$no_dsl" ] || awk '$1 == "whole" {print $2}' "$manifest")
+if [ -z "$no_dsl" ] && [ ! -f "$DSL_SITE/.installed-$whole" ]; then
 	missing=""
 	for name in $(awk '$1 == "part" {print $2}' "$manifest"); do
 		[ -f "$STAGE/$name" ] || missing="$missing $name"
@@ -88,6 +93,10 @@ else
 	echo "setup: the launch recorder did not build against $cuda_dir" >&2
 fi
 . tools/device_env.sh
+if [ -n "$no_dsl" ]; then
+	echo "setup: ready (no DSLs)"
+	exit 0
+fi
 "$MKB_PYTHON" - <<'PY'
 import importlib.metadata as md
 import cutlass, cutlass.cute, tvm, tvm_ffi

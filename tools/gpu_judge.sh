@@ -18,6 +18,8 @@
 #                                   time and stage timeline of one evaluation, old and
 #                                   new; then 8 evaluations one at a time and 4 at a
 #                                   time (throughput)
+#   tools/gpu_judge.sh torch        the torch stand-ins of 28 and 36 (no DSL): old, new, new
+#                                   with MKB_JUDGE_REPEAT=1 (WORKLOADS, ROUNDS)
 #   tools/gpu_judge.sh gap          why the new judge reads small kernels slower:
 #                                   tools/timing_probe.py on 28 (both DSLs; PROBE_DSLS=
 #                                   picks, PROBE_CONDITIONS= its --conditions), then
@@ -111,7 +113,8 @@ adversarial)
 	while IFS=$'\t' read -r kernel want _ when; do
 		case "$kernel" in '#'* | '') continue ;; esac
 		# ADV_WHEN=gpu: only the rows of that 4th column (the DSL rules' rows)
-		[ -z "${ADV_WHEN:-}" ] || [ "${when%%:*}" = "$ADV_WHEN" ] || continue
+		# (ADV_WHEN=none: only the rows with no 4th column, which need no DSL)
+		[ -z "${ADV_WHEN:-}" ] || [ "${when%%:*}" = "${ADV_WHEN#none}" ] || continue
 		dsl=cutedsl launches=record k="tests/adversarial/$kernel"
 		[ -n "$when" ] && launches=enforce
 		[ "${when#*:}" != "$when" ] && dsl=${when#*:}
@@ -162,6 +165,23 @@ compare)
 			[ -z "${REPEAT:-}" ] || MKB_JUDGE_REPEAT=1 row new "$label repeat" passed "${n%%_*}" "$dsl" visible "$k"
 		done
 		[ -n "${NO_HELDOUT:-}" ] || row new "$n" passed "${n%%_*}" "$dsl" heldout "$k"
+	done
+	;;
+torch)
+	# the torch stand-ins of tests/kernels/ (no DSL: NO_DSL=1
+	# tools/device_setup.sh is enough), old beside new beside new with
+	# MKB_JUDGE_REPEAT=1, on WORKLOADS (default smoke: launch-bound, where
+	# the dispatch shows; visible: GPU-bound), ROUNDS times interleaved
+	build_old || exit 1
+	for r in $(seq "${ROUNDS:-2}"); do
+		for wl in ${WORKLOADS:-smoke visible}; do
+			for p in 28 36; do
+				k=tests/kernels/${p}_torch_ok.py
+				row old "$p torch $wl #$r" passed "$p" cutedsl "$wl" "$k"
+				row new "$p torch $wl #$r" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off
+				MKB_JUDGE_REPEAT=1 row new "$p torch $wl #$r repeat" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off
+			done
+		done
 	done
 	;;
 gap)
