@@ -131,6 +131,18 @@ def phase_medians(phases, trips):
 
 
 
+def dsl_missing(text):
+    """The reason, when a kernel's import failed (text) for want of a DSL
+    that the grader's Python does not have: that is ours, not the kernel's
+    failure. Asked only of a failed import, so a kernel that needs no DSL
+    (the torch stand-ins of tests/kernels/) runs without one."""
+    import importlib.util
+    for dsl, module in DSL_MODULES.items():
+        if f"No module named '{module}" in text and importlib.util.find_spec(module) is None:
+            return f"the {dsl} package ('{module}') is not installed for the grader's Python"
+    return None
+
+
 class ArenaRefused(Exception):
     """Shared device memory could not be set up on one side."""
 
@@ -307,6 +319,8 @@ class Evaluation:
                                              f"this workload needs a GPU with more memory ({text[:200]})")
             if reply.get("cuda"):
                 raise Outcome("crashed", f"CUDA error during {self.stage}: {text}")
+            if self.stage == "import" and (missing := dsl_missing(text)):
+                raise Outcome("infra_error", missing)
             raise Outcome("failed", f"{self.stage} raised {text}")
         return reply
 
@@ -331,18 +345,6 @@ class Evaluation:
             return None
         return (f"the checker holds {held / 2**30:.1f} GiB of the GPU's {total / 2**30:.1f} GiB "
                 f"for the problem's inputs and reference outputs")
-
-    def check_dsl_installed(self):
-        """On a GPU the variant's DSL must be importable by the grader's
-        Python: a missing package is ours, not the kernel's failure. (CPU
-        test mode grades torch stand-ins and needs no DSL.)"""
-        if self.device != "cuda":
-            return
-        import importlib.util
-        module = DSL_MODULES.get(self.req.get("dsl"))
-        if module and importlib.util.find_spec(module) is None:
-            raise Outcome("infra_error", f"the {self.req.get('dsl')} package ('{module}') is not "
-                                         "installed for the grader's Python")
 
     def wait_ready(self):
         """The candidate process's start-up (interpreter, torch) is ours, not
@@ -574,7 +576,6 @@ class Evaluation:
         except Exception as exc:
             raise Outcome("infra_error", f"cannot load problem: {describe_exception(exc)}") from exc
 
-        self.check_dsl_installed()
         if not self.ready:
             self.wait_ready()
         if self.lock:

@@ -334,8 +334,29 @@ class KnobsTest(unittest.TestCase):
                    "MKB_JUDGE_REPLY": "spin"})
         self.assertEqual((k.spin_s, k.warm, k.keep, k.reply_spin_s), (0.0, "touch", True, SPIN_S))
         k = Knobs({"MKB_JUDGE_WAIT": "yes", "MKB_JUDGE_PREP": "hot", "MKB_JUDGE_KEEP": "true",
-                   "MKB_JUDGE_REPLY": "1"})
-        self.assertEqual((k.spin_s, k.warm, k.keep, k.reply_spin_s), (SPIN_S, False, False, 0.0))
+                   "MKB_JUDGE_REPLY": "1", "MKB_JUDGE_REPEAT": "yes"})
+        self.assertEqual((k.spin_s, k.warm, k.keep, k.reply_spin_s, k.between_s, k.repeat),
+                         (SPIN_S, False, False, 0.0, 0.0, False))
+        k = Knobs({"MKB_JUDGE_WAIT": "hot", "MKB_JUDGE_REPEAT": "1"})
+        self.assertEqual((k.spin_s, k.between_s, k.repeat), (SPIN_S, SPIN_S, True))
+
+
+class DslMissingTest(unittest.TestCase):
+    """A kernel whose import fails for want of the variant's DSL, on a
+    grader's Python without it, is ours (infra_error); any other import
+    failure, or a DSL that is installed, stays the kernel's."""
+
+    def test_only_a_missing_dsl_package_is_the_machines(self):
+        from unittest import mock
+        from mkb_grader import evaluate
+        with mock.patch.dict(evaluate.DSL_MODULES, {"fakedsl": "mkb_no_such_dsl_pkg"}):
+            why = evaluate.dsl_missing("ModuleNotFoundError: No module named 'mkb_no_such_dsl_pkg.cute'")
+            self.assertEqual(why, "the fakedsl package ('mkb_no_such_dsl_pkg') is not installed "
+                                  "for the grader's Python")
+            self.assertIsNone(evaluate.dsl_missing("ModuleNotFoundError: No module named 'numpyy'"))
+            self.assertIsNone(evaluate.dsl_missing("SyntaxError: invalid syntax"))
+        with mock.patch.dict(evaluate.DSL_MODULES, {"fakedsl": "json"}):  # installed: the kernel's
+            self.assertIsNone(evaluate.dsl_missing("ModuleNotFoundError: No module named 'json.nope'"))
 
 
 class PhasesTest(unittest.TestCase):
