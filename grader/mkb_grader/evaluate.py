@@ -93,8 +93,10 @@ class Knobs:
 
 PHASES = ("before", "solve", "drain", "export")
 # (the candidate's word) how long it waited for the call since its last
-# answer, and its copy of the inputs (inside "before"); a reply without
-# them keeps the four above
+# answer, and its copy of the inputs (inside "before"; on a GPU the time to
+# issue the copies, their completion is in "before" too); with
+# MKB_JUDGE_REPEAT=1 the repeated call. A reply without them keeps the
+# four above.
 OPTIONAL_PHASES = ("wait", "inputs", "repeat")
 
 
