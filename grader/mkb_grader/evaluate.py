@@ -229,7 +229,7 @@ class Evaluation:
         self.rng = random.Random(seed) if seed is not None else None
         self.arena_in = self.arena_out = None
         self.arena_refused = None  # why device arenas could not be used, once they could not
-        self.staged = None  # the input arena's description for the next call
+        self.staged = None  # the next call's (input description, output slots)
         self.transfer = {}  # timing.transfer: set with each pair of arenas
         self.ref_err = []  # per float output: the reference's own error, max over draws
         self.lock = gpulock.GpuLock(request.get("gpu_lock")) if self.device == "cuda" else None
@@ -368,21 +368,26 @@ class Evaluation:
             raise Outcome("infra_error", f"the candidate process speaks protocol {reply.get('protocol')}, "
                                          f"the checker {VERSION}")
 
-    def stage_inputs(self, inputs):
-        """Write inputs to the input arena (growing it when needed) for the
-        next call, whose "go" hands them to the candidate. Returns the
+    def stage_inputs(self, inputs, expected):
+        """Write inputs to the input arena for the next call, whose "go"
+        hands them to the candidate; both arenas are grown first where the
+        inputs or an output like expected need it, so no other request
+        reaches the candidate between the write and the "go". Returns the
         checker's own time for the write: the candidate's copy out of the
         arena, inside that call's wall time, is allowed a multiple of it."""
         desc, size = arena.plan(inputs)
-        if self.arena_in is None or self.arena_in.size < size:
-            self._grow(in_size=size)
+        slots, out_size = arena.output_slots(expected)
+        grow_in = self.arena_in is None or self.arena_in.size < size
+        grow_out = self.arena_out is None or self.arena_out.size < out_size
+        if grow_in or grow_out:
+            self._grow(in_size=size if grow_in else None, out_size=out_size if grow_out else None)
         t0 = time.perf_counter_ns()
         arena.write(self.arena_in, inputs, desc)
         if self.device == "cuda":
             # the copies into a device arena are asynchronous: done before
             # the candidate reads them
             torch.cuda.synchronize()
-        self.staged = desc
+        self.staged = (desc, slots)
         return (time.perf_counter_ns() - t0) / 1e6
 
     def _grow(self, in_size=None, out_size=None):
@@ -452,10 +457,7 @@ class Evaluation:
         event, so the switch between the two processes' CUDA contexts lands
         outside its events (measured on the H200: +0.11 ms on a 0.1 ms
         kernel when it fell inside)."""
-        desc, self.staged = self.staged, None
-        slots, size = arena.output_slots(expected)
-        if self.arena_out is None or self.arena_out.size < size:
-            self._grow(out_size=size)
+        (desc, slots), self.staged = self.staged, None
         self.launch_step(self.attribution.begin)  # the input copies' launches belong to the call
         t0 = time.perf_counter_ns()
         reply = self.ask({"op": "go", "call": True, "inputs": desc, "slots": slots, "warm": self.knobs.warm,
@@ -603,7 +605,7 @@ class Evaluation:
             self.enter("correctness", draw=k + 1)
             _, inputs = self.draw("correctness")
             expected, anchor = self.reference_outputs(inputs)
-            self.stage_inputs(inputs)
+            self.stage_inputs(inputs, expected)
             actual, _, _, raw, _, _, _ = self.call(expected)
             label = f"draw {k + 1}/{self.draws}"
             rows = self.compare(actual, expected, anchor, label)
@@ -687,7 +689,7 @@ class Evaluation:
             with numerics.strict():
                 expected = clock.time_call(self.problem.reference,
                                            correctness.clone_inputs(inputs))[0]
-            self.stage_inputs(inputs)
+            self.stage_inputs(inputs, expected)
             _, ms, wall, _, _, _, _ = self.call(expected)
             times.append(ms if ms is not None else wall)
             del inputs, expected
@@ -750,7 +752,7 @@ class Evaluation:
         calls["eager"].append(ms)
         anchor_inputs = correctness.clone_inputs(inputs) if recheck else None
         calls["trip"].append(self._round_trip())
-        calls["inputs"].append(self.stage_inputs(inputs))
+        calls["inputs"].append(self.stage_inputs(inputs, expected))
         del inputs
         actual, ms, wall, raw, cpu, device_ms, phases = self.call(expected)
         calls["kernel"].append(ms if ms is not None else wall)
