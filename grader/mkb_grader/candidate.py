@@ -237,27 +237,12 @@ class Runner:
                 return failure(exc, "inputs")
         t_ready = time.perf_counter()
         try:
-            if cuda:
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                torch.cuda.synchronize()
-                start.record()
-                t0 = time.perf_counter()
-                out = self.solve(*inputs) if msg.get("call", True) else None
-                t1 = time.perf_counter()
-                end.record()
-                torch.cuda.synchronize()
-                ms = start.elapsed_time(end)
-            else:
-                t0 = time.perf_counter()
-                out = self.solve(*inputs) if msg.get("call", True) else None
-                t1 = time.perf_counter()
-                ms = (t1 - t0) * 1e3
+            out, ms, t0, t1 = self.timed_solve(inputs if msg.get("call", True) else None)
         except Exception as exc:
             return failure(exc, "solve")
         t2 = time.perf_counter()
         repeat = self.repeat(inputs) if msg.get("repeat") and msg.get("call", True) else {}
-        t2 += repeat.get("repeat_wall", 0.0) / 1e3
+        t_export = time.perf_counter()
         del inputs
         if not msg.get("call", True):
             return {"ok": True, "ms": ms}
@@ -270,10 +255,32 @@ class Runner:
         t3 = time.perf_counter()
         # where the call's time went by this process's clock (diagnosis of
         # the outside clock's excess over the events; the candidate's word)
-        phases = {"before": (t0 - t_in) * 1e3, "solve": (t1 - t0) * 1e3,
-                  "drain": (t2 - t1) * 1e3 - repeat.get("repeat_wall", 0.0), "export": (t3 - t2) * 1e3,
-                  "wait": wait, "inputs": (t_ready - t_in) * 1e3, **repeat}
+        phases = {"before": (t0 - t_in) * 1e3, "solve": (t1 - t0) * 1e3, "drain": (t2 - t1) * 1e3,
+                  "export": (t3 - t_export) * 1e3, "wait": wait, "inputs": (t_ready - t_in) * 1e3,
+                  **repeat}
         return {"ok": True, "ms": ms, "cpu_ms": (t1 - t0) * 1e3, "out": desc, "phases": phases}
+
+    def timed_solve(self, inputs):
+        """One call of solve on inputs (None: no call, the checker's empty
+        round trip), timed the paper's way: CUDA events around it after a
+        synchronise on a GPU, this process's clock on the CPU. (output, ms,
+        clock before the call, clock after it)."""
+        torch = self.torch
+        if self.device == "cuda":
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            t0 = time.perf_counter()
+            out = self.solve(*inputs) if inputs is not None else None
+            t1 = time.perf_counter()
+            end.record()
+            torch.cuda.synchronize()
+            return out, start.elapsed_time(end), t0, t1
+        t0 = time.perf_counter()
+        out = self.solve(*inputs) if inputs is not None else None
+        t1 = time.perf_counter()
+        return out, (t1 - t0) * 1e3, t0, t1
 
     def repeat(self, inputs):
         """(diagnosis: MKB_JUDGE_REPEAT=1) solve again on the same inputs
@@ -281,22 +288,9 @@ class Runner:
         what the call costs when the one before it ran just now, as in the
         paper's one-process loop. {"repeat": ms, "repeat_wall": ms of this
         process's clock, which the checker takes off the call's wall time}."""
-        torch = self.torch
         w0 = time.perf_counter()
         try:
-            if self.device == "cuda":
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                torch.cuda.synchronize()
-                start.record()
-                self.solve(*inputs)
-                end.record()
-                torch.cuda.synchronize()
-                ms = start.elapsed_time(end)
-            else:
-                t0 = time.perf_counter()
-                self.solve(*inputs)
-                ms = (time.perf_counter() - t0) * 1e3
+            _, ms, _, _ = self.timed_solve(inputs)
         except Exception:  # the timed call succeeded: the diagnosis is simply missing
             return {}
         return {"repeat": ms, "repeat_wall": (time.perf_counter() - w0) * 1e3}

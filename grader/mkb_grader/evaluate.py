@@ -105,17 +105,13 @@ def call_phases(got):
     a finite, non-negative number of ms: the candidate's word, diagnosis only."""
     if not isinstance(got, dict):
         return None
-    out = {}
-    for k in PHASES:
-        v = got.get(k)
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < float("inf"):
-            return None
-        out[k] = float(v)
-    for k in OPTIONAL_PHASES:
-        v = got.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf"):
-            out[k] = float(v)
-    return out
+
+    def ok(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")
+
+    if not all(ok(got.get(k)) for k in PHASES):
+        return None
+    return {k: float(got[k]) for k in PHASES + OPTIONAL_PHASES if ok(got.get(k))}
 
 
 def phase_medians(phases, trips):
