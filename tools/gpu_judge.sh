@@ -170,7 +170,7 @@ compare)
 torch)
 	# the torch stand-ins of tests/kernels/ (no DSL: NO_DSL=1
 	# tools/device_setup.sh is enough), old beside new beside new with
-	# MKB_JUDGE_REPEAT=1, on WORKLOADS (default smoke: launch-bound, where
+	# MKB_JUDGE_REPEAT=1 (and MKB_JUDGE_WAIT=hot with HOT=1), on WORKLOADS (default smoke: launch-bound, where
 	# the dispatch shows; visible: GPU-bound), ROUNDS times interleaved
 	build_old || exit 1
 	for r in $(seq "${ROUNDS:-2}"); do
@@ -180,6 +180,8 @@ torch)
 				row old "$p torch $wl #$r" passed "$p" cutedsl "$wl" "$k"
 				row new "$p torch $wl #$r" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off
 				MKB_JUDGE_REPEAT=1 row new "$p torch $wl #$r repeat" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off
+				# HOT=1: also the candidate polling between calls instead of sleeping
+				[ -z "${HOT:-}" ] || MKB_JUDGE_WAIT=hot row new "$p torch $wl #$r hot" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off
 			done
 		done
 	done
