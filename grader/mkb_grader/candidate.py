@@ -21,6 +21,8 @@ Messages from the checker, one reply each:
    (diagnosis: "repeat": true, solve again on them right after, timed, dropped)
   {"op": "go", "call": false, "spin": s, "keep": b}   nothing (the checker's empty
                                                       round trip before a call)
+   (with "prime": true, solve on the last call's inputs first, output dropped;
+    a call with "prime" keeps its inputs for that)
   Any message with "spin": after answering, wait for the next one polling
   without sleeping for at most that long (with keep, the GPU kept busy).
   {"op": "gc", "freeze": true}                         no garbage collection until
@@ -60,6 +62,7 @@ class Runner:
         self.scratch = None
         self.keep_event = None
         self.arrived_at = self.answered_at = None  # the "wait" phase of a call
+        self.last_inputs = None  # (prime) the last call's inputs
         self.affinity = None  # this thread's cores before it was pinned
 
     def op_arena(self, msg, fds):
@@ -146,6 +149,7 @@ class Runner:
         import gc
         torch = self.torch
         gc.unfreeze()  # the collector as it was, whatever an earlier evaluation asked
+        self.last_inputs = None
         gc.enable()
         pinned = self.pin(msg.get("cpu"))
         self.device = msg.get("device", "cpu")
@@ -228,6 +232,7 @@ class Runner:
         # long solve's caller sat waiting (the candidate's word, diagnosis)
         wait = (self.arrived_at - self.answered_at) * 1e3 if self.answered_at else None
         inputs = None
+        primed = self.prime() if msg.get("prime") and not msg.get("call", True) else {}
         if msg.get("call", True):
             if "inputs" not in msg:
                 return {"error": "go without inputs", "cuda": False}
@@ -243,9 +248,10 @@ class Runner:
         t2 = time.perf_counter()
         repeat = self.repeat(inputs) if msg.get("repeat") and msg.get("call", True) else {}
         t_export = time.perf_counter()
-        del inputs
         if not msg.get("call", True):
-            return {"ok": True, "ms": ms}
+            return {"ok": True, "ms": ms, **primed}
+        self.last_inputs = inputs if msg.get("prime") else None
+        del inputs
         try:
             desc = export(self.arena_out, out, [tuple(s) for s in msg.get("slots", [])])
             if cuda:
@@ -294,6 +300,25 @@ class Runner:
         except Exception:  # the timed call succeeded: the diagnosis is simply missing
             return {}
         return {"repeat": ms, "repeat_wall": (time.perf_counter() - w0) * 1e3}
+
+    def prime(self):
+        """(diagnosis: MKB_JUDGE_PRIME=1) before the empty round trip's
+        answer, solve on the last call's inputs, timed the same way, output
+        dropped: the next call then follows a call of solve by well under a
+        millisecond, as each call followed the one before it in the paper's
+        one-process loop, where this process otherwise sat idle while the
+        checker ran the eager baseline. {"prime": ms, "prime_wall": ms of
+        this process's clock, which the checker takes off the round trip
+        (the candidate's word, but the round trip is capped either way)}."""
+        inputs, self.last_inputs = self.last_inputs, None
+        if inputs is None:
+            return {}
+        w0 = time.perf_counter()
+        try:
+            _, ms, _, _ = self.timed_solve(inputs)
+        except Exception:  # the call that follows shows any failure
+            return {}
+        return {"prime": ms, "prime_wall": (time.perf_counter() - w0) * 1e3}
 
     def serve(self):
         from .wire import PeerLost

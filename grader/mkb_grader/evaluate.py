@@ -78,7 +78,15 @@ class Knobs:
       time (phases repeat_ms) beside the call's shows what the gap between
       calls costs the first one (the old judge's loop had none). The
       candidate's clock for the repeat is taken off the call's wall time,
-      so the outside clock rests on its word: never for a real verdict."""
+      so the outside clock rests on its word: never for a real verdict;
+    - MKB_JUDGE_PRIME=1: the empty round trip before each call first runs
+      solve on the last call's inputs in the candidate (output dropped), so
+      the timed call follows a call of solve by the round trip and the
+      input write only, as in the old judge's loop, instead of sleeping
+      while the checker ran the eager baseline; its time is phases
+      prime_ms. The candidate's clock for it is taken off the round trip,
+      which stays capped (ROUND_TRIP_CAP_MS), so its word cannot widen the
+      outside clock's allowance."""
 
     def __init__(self, env):
         wait = env.get("MKB_JUDGE_WAIT")
@@ -89,15 +97,17 @@ class Knobs:
         self.keep = env.get("MKB_JUDGE_KEEP") == "1"
         self.reply_spin_s = SPIN_S if env.get("MKB_JUDGE_REPLY") == "spin" else 0.0
         self.repeat = env.get("MKB_JUDGE_REPEAT") == "1"
+        self.prime = env.get("MKB_JUDGE_PRIME") == "1"
 
 
 PHASES = ("before", "solve", "drain", "export")
 # (the candidate's word) how long it waited for the call since its last
 # answer, and its copy of the inputs (inside "before"; on a GPU the time to
 # issue the copies, their completion is in "before" too); with
-# MKB_JUDGE_REPEAT=1 the repeated call. A reply without them keeps the
-# four above.
-OPTIONAL_PHASES = ("wait", "inputs", "repeat")
+# MKB_JUDGE_REPEAT=1 the repeated call, with MKB_JUDGE_PRIME=1 the call on
+# the last inputs before it (from the empty round trip's reply). A reply
+# without them keeps the four above.
+OPTIONAL_PHASES = ("wait", "inputs", "repeat", "prime")
 
 
 def call_phases(got):
@@ -226,6 +236,7 @@ class Evaluation:
         self.arena_in = self.arena_out = None
         self.arena_refused = None  # why device arenas could not be used, once they could not
         self.staged = None  # the next call's (input description, output slots)
+        self.primed = None  # (MKB_JUDGE_PRIME=1) the candidate's ms for the solve before this call
         self.transfer = {}  # timing.transfer: set with each pair of arenas
         self.ref_err = []  # per float output: the reference's own error, max over draws
         self.lock = gpulock.GpuLock(request.get("gpu_lock")) if self.device == "cuda" else None
@@ -457,7 +468,8 @@ class Evaluation:
         self.launch_step(self.attribution.begin)  # the input copies' launches belong to the call
         t0 = time.perf_counter_ns()
         reply = self.ask({"op": "go", "call": True, "inputs": desc, "slots": slots, "warm": self.knobs.warm,
-                          "spin": self.knobs.between_s, "repeat": self.knobs.repeat},
+                          "spin": self.knobs.between_s, "repeat": self.knobs.repeat,
+                          "prime": self.knobs.prime},
                          spin=self.knobs.reply_spin_s)
         wall_ms = (time.perf_counter_ns() - t0) / 1e6
         if self.knobs.repeat:  # (diagnosis) the repeated solve is not the call's
@@ -734,9 +746,17 @@ class Evaluation:
         """An empty call through the candidate process (nothing timed): the
         round trip the outside clock subtracts from a call's wall time."""
         t0 = time.perf_counter_ns()
-        self.ask({"op": "go", "call": False, "spin": self.knobs.spin_s, "keep": self.knobs.keep},
-                 spin=self.knobs.reply_spin_s)
-        return (time.perf_counter_ns() - t0) / 1e6
+        reply = self.ask({"op": "go", "call": False, "spin": self.knobs.spin_s, "keep": self.knobs.keep,
+                          "prime": self.knobs.prime}, spin=self.knobs.reply_spin_s)
+        trip = (time.perf_counter_ns() - t0) / 1e6
+        self.primed = None
+        if self.knobs.prime:  # (diagnosis) the solve before the round trip's answer is not the trip's
+            pw, pm = reply.get("prime_wall"), reply.get("prime")
+            if isinstance(pw, (int, float)) and 0 <= pw < trip:
+                trip -= float(pw)
+                if isinstance(pm, (int, float)) and 0 <= pm < float("inf"):
+                    self.primed = float(pm)
+        return trip
 
     def _timed_call(self, i, seeds, recheck, clock, calls):
         """Timed call i: the eager baseline on the same inputs just before
@@ -753,6 +773,8 @@ class Evaluation:
         actual, ms, wall, raw, cpu, device_ms, phases = self.call(expected)
         calls["kernel"].append(ms if ms is not None else wall)
         calls["wall"].append(wall)
+        if phases is not None and self.primed is not None:
+            phases["prime"] = self.primed
         calls["phases"].append(phases)
         if cpu is not None:
             calls["cpu"].append(cpu)
@@ -836,6 +858,8 @@ class Evaluation:
             self.result["timing"]["wait"] = "hot"
         if self.knobs.repeat:  # (diagnosis) MKB_JUDGE_REPEAT=1: the outside clock took the candidate's word
             self.result["timing"]["repeat"] = True
+        if self.knobs.prime:  # (diagnosis) MKB_JUDGE_PRIME=1
+            self.result["timing"]["prime"] = True
         kernel = events if confirmed else max(floor, 1e-6)
         self.result["kernel_ms"] = kernel
         self.result["eager_ms"] = timing.median(eager_ms)

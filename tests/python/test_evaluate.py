@@ -334,11 +334,11 @@ class KnobsTest(unittest.TestCase):
                    "MKB_JUDGE_REPLY": "spin"})
         self.assertEqual((k.spin_s, k.warm, k.keep, k.reply_spin_s), (0.0, "touch", True, SPIN_S))
         k = Knobs({"MKB_JUDGE_WAIT": "yes", "MKB_JUDGE_PREP": "hot", "MKB_JUDGE_KEEP": "true",
-                   "MKB_JUDGE_REPLY": "1", "MKB_JUDGE_REPEAT": "yes"})
-        self.assertEqual((k.spin_s, k.warm, k.keep, k.reply_spin_s, k.between_s, k.repeat),
-                         (SPIN_S, False, False, 0.0, 0.0, False))
-        k = Knobs({"MKB_JUDGE_WAIT": "hot", "MKB_JUDGE_REPEAT": "1"})
-        self.assertEqual((k.spin_s, k.between_s, k.repeat), (SPIN_S, SPIN_S, True))
+                   "MKB_JUDGE_REPLY": "1", "MKB_JUDGE_REPEAT": "yes", "MKB_JUDGE_PRIME": "on"})
+        self.assertEqual((k.spin_s, k.warm, k.keep, k.reply_spin_s, k.between_s, k.repeat, k.prime),
+                         (SPIN_S, False, False, 0.0, 0.0, False, False))
+        k = Knobs({"MKB_JUDGE_WAIT": "hot", "MKB_JUDGE_REPEAT": "1", "MKB_JUDGE_PRIME": "1"})
+        self.assertEqual((k.spin_s, k.between_s, k.repeat, k.prime), (SPIN_S, SPIN_S, True, True))
 
 
 class DslMissingTest(unittest.TestCase):

@@ -198,6 +198,18 @@ assert t[\"phases\"][\"repeat_ms\"] > 0, t
 "
 '
 
+expect 'MKB_JUDGE_PRIME=1 (diagnosis): solve on the last inputs before each call, recorded' '
+	evaljson 28 28_torch_ok.py --timed 6
+	python3 -c "import json; t = json.load(open(\"out.json\"))[\"timing\"]; assert \"prime\" not in t and \"prime_ms\" not in t[\"phases\"], t"
+	MKB_JUDGE_PRIME=1 evaljson 28 28_torch_ok.py --timed 6
+	[ "$(field status <out.json)" = passed ]
+	python3 -c "
+import json
+t = json.load(open(\"out.json\"))[\"timing\"]
+assert t[\"prime\"] is True and t[\"phases\"][\"prime_ms\"] > 0, t
+"
+'
+
 expect '--fixed-layout: checker and candidate without address randomisation and with hash seed 0, each saying so; without it both random' '
 	evaljson 28 28_torch_ok.py --timed 6 --fixed-layout
 	[ "$(field status <out.json)" = passed ]
