@@ -13,13 +13,15 @@
 #                                   ROUNDS=N: the old/new pair N times, interleaved;
 #                                   REPLY=spin: each new row again with MKB_JUDGE_REPLY=spin;
 #                                   LAUNCHES=off: each new row again with --launches off;
-#                                   REPEAT=1: each new row again with MKB_JUDGE_REPEAT=1)
+#                                   REPEAT=1: each new row again with MKB_JUDGE_REPEAT=1;
+#                                   PRIME=1: each new row again with MKB_JUDGE_PRIME=1)
 #   tools/gpu_judge.sh breakdown    problem 28 (torch kernels: no DSL needed): wall
 #                                   time and stage timeline of one evaluation, old and
 #                                   new; then 8 evaluations one at a time and 4 at a
 #                                   time (throughput)
 #   tools/gpu_judge.sh torch        the torch stand-ins of 28 and 36 (no DSL): old, new, new
-#                                   with MKB_JUDGE_REPEAT=1 (WORKLOADS, ROUNDS)
+#                                   with MKB_JUDGE_REPEAT=1 (WORKLOADS, ROUNDS; HOT=1 and
+#                                   PRIME=1 add MKB_JUDGE_WAIT=hot and MKB_JUDGE_PRIME=1 rows)
 #   tools/gpu_judge.sh gap          why the new judge reads small kernels slower:
 #                                   tools/timing_probe.py on 28 (both DSLs; PROBE_DSLS=
 #                                   picks, PROBE_CONDITIONS= its --conditions), then
@@ -145,6 +147,7 @@ compare)
 	case "${REPLY:-}" in '' | spin) ;; *) log "compare: REPLY is spin or unset"; exit 2 ;; esac
 	case "${LAUNCHES:-}" in '' | off) ;; *) log "compare: LAUNCHES is off or unset"; exit 2 ;; esac
 	case "${REPEAT:-}" in '' | 1) ;; *) log "compare: REPEAT is 1 or unset"; exit 2 ;; esac
+	case "${PRIME:-}" in '' | 1) ;; *) log "compare: PRIME is 1 or unset"; exit 2 ;; esac
 	build_old || exit 1
 	solutions "${2:-}" | while read -r n dsl; do
 		k="solutions/$n/$dsl/kernel.py"
@@ -163,6 +166,9 @@ compare)
 			# call's solve run again at once: phases repeat_ms, the call
 			# without the gap before it, beside the old judge's loop)
 			[ -z "${REPEAT:-}" ] || MKB_JUDGE_REPEAT=1 row new "$label repeat" passed "${n%%_*}" "$dsl" visible "$k"
+			# PRIME=1: also the new judge with MKB_JUDGE_PRIME=1 (solve on the
+			# last inputs just before each timed call, as in the old loop)
+			[ -z "${PRIME:-}" ] || MKB_JUDGE_PRIME=1 row new "$label prime" passed "${n%%_*}" "$dsl" visible "$k"
 		done
 		[ -n "${NO_HELDOUT:-}" ] || row new "$n" passed "${n%%_*}" "$dsl" heldout "$k"
 	done
@@ -170,7 +176,8 @@ compare)
 torch)
 	# the torch stand-ins of tests/kernels/ (no DSL: NO_DSL=1
 	# tools/device_setup.sh is enough), old beside new beside new with
-	# MKB_JUDGE_REPEAT=1 (and MKB_JUDGE_WAIT=hot with HOT=1), on WORKLOADS (default smoke: launch-bound, where
+	# MKB_JUDGE_REPEAT=1 (HOT=1: and MKB_JUDGE_WAIT=hot; PRIME=1: and
+	# MKB_JUDGE_PRIME=1), on WORKLOADS (default smoke: launch-bound, where
 	# the dispatch shows; visible: GPU-bound), ROUNDS times interleaved
 	build_old || exit 1
 	for r in $(seq "${ROUNDS:-2}"); do
@@ -182,6 +189,8 @@ torch)
 				MKB_JUDGE_REPEAT=1 row new "$p torch $wl #$r repeat" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off
 				# HOT=1: also the candidate polling between calls instead of sleeping
 				[ -z "${HOT:-}" ] || MKB_JUDGE_WAIT=hot row new "$p torch $wl #$r hot" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off
+				# PRIME=1: also solve on the last inputs just before each call
+				[ -z "${PRIME:-}" ] || MKB_JUDGE_PRIME=1 row new "$p torch $wl #$r prime" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off
 			done
 		done
 	done
