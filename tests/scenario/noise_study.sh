@@ -129,6 +129,21 @@ PY
 	grep -q "arms from" err.txt
 '
 
+expect 'tools/pingpong_probe.py: the judge'"'"'s loop without the judge, one row per condition, each round timed' '
+	"$TOP/build/python" "$TOP/tools/pingpong_probe.py" --device cpu --calls 5 --rounds 2 \
+		--conditions one,pp,pp+block+prime,pp+eager+block --json >probe.txt 2>rows.txt
+	python3 - <<PY
+import json
+rows = [json.loads(l) for l in open("rows.txt") if l.startswith("{")]
+assert [r["condition"] for r in rows] == ["one", "pp", "pp+block+prime", "pp+eager+block"], rows
+assert all(len(r["round_medians_ms"]) == 2 and all(m > 0 for m in r["round_medians_ms"]) for r in rows), rows
+PY
+	grep -q "^| pp+eager+block | " probe.txt
+	rc=0; "$TOP/build/python" "$TOP/tools/pingpong_probe.py" --device cpu --conditions one,pp+sleep >out.txt 2>err.txt || rc=$?
+	[ "$rc" = 2 ]
+	grep -q "unknown condition .pp+sleep." err.txt
+'
+
 expect 'gpu_batch.sh layout (TORCH=1): the probe per problem'"'"'s torch stand-in, rows labelled, the tables consolidated under OUT' '
 	OUT=$TMP/glay TORCH=1 PROCESSES=2 PROBE_FLAGS="--device cpu --calls 5 --blocks 2" MKB_PYTHON=$TOP/build/python \
 		bash "$TOP/tools/gpu_batch.sh" layout 28,36 >out.txt 2>err.txt

@@ -1,0 +1,210 @@
+"""Is it the second process? The trusted judge times launch-bound kernels
+slower than the old in-process judge (results/h200-judge-trusted.md); this is
+the judge's timed loop without the judge: a parent standing for the checker
+and a child for the candidate, joined by a SOCK_SEQPACKET pair as they are,
+with no sandbox, no shared arenas and no checks. Conditions, one block of
+CALLS calls each in turn, ROUNDS rounds, so drift touches them all alike:
+
+  one          the child alone, as the old judge's loop: inputs made just
+               before each call, then the call, CALLS times in a row
+  pp           each call handed over as the judge does: an empty round trip,
+               then a "go"; the parent polls for each reply, the child polls
+               for each message, copies a set of inputs made earlier into
+               fresh tensors (device to device on a GPU, as out of the
+               judge's arena), runs one small kernel (the judge's context
+               switch), synchronises and times the call
+  pp+block     as pp, the parent sleeping in recv (the judge's default)
+  pp+eager     as pp, the parent running the reference on inputs of its own
+               (on a GPU in its own CUDA context) before each call, as the
+               checker times the eager baseline
+  NAME+prime   as NAME, the child calling solve on the last call's inputs
+               when the empty round trip arrives (MKB_JUDGE_PRIME=1)
+
+    python tools/pingpong_probe.py [--kernel K] [--problem-dir D] [--workload smoke]
+        [--device cuda|cpu] [--calls 50] [--rounds 3] [--conditions one,pp,...] [--json]
+
+Prints one row per condition: the median call of each round (CUDA events
+around the call on a GPU, the CPU's clock with --device cpu), the CPU time
+inside solve(), and the ratio to "one". Needs no mkb; on a GPU, no DSL
+either with a torch kernel (tests/kernels/28_torch_ok.py, the default)."""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "grader"))
+
+DEFAULT_CONDITIONS = "one,pp,pp+prime,pp+block,pp+block+prime,pp+eager+block,pp+eager+block+prime"
+POOL = 4  # input sets the child makes up front and copies from, as from an arena
+
+
+def poll(sock):
+    """One message, polling without sleeping (the judge's candidate does so
+    for its "go"; the parent does so unless the condition says block)."""
+    while True:
+        try:
+            return sock.recv(1 << 16, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass
+
+
+def send(sock, obj):
+    sock.send(json.dumps(obj).encode())
+
+
+class Child:
+    """The candidate's part: the kernel, inputs made once, the calls."""
+
+    def __init__(self, args):
+        import torch
+        from mkb_grader.problem import Problem, load_module
+        self.torch, self.device = torch, args.device
+        self.problem = Problem(args.problem_dir, args.workload)
+        self.solve = load_module("kernel", args.kernel).solve
+        self.pool = [self.problem.make_inputs(5000 + s, self.device)[1] for s in range(POOL)]
+        self.last = None
+        for s in range(10):  # compile and warm up
+            self.timed(self.problem.make_inputs(1000 + s, self.device)[1])
+
+    def timed(self, inputs):
+        """(events or clock ms, CPU ms inside solve), the judge's way."""
+        torch = self.torch
+        if self.device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            t0 = time.perf_counter()
+            self.solve(*inputs)
+            t1 = time.perf_counter()
+            end.record()
+            torch.cuda.synchronize()
+            return start.elapsed_time(end), (t1 - t0) * 1e3
+        t0 = time.perf_counter()
+        self.solve(*inputs)
+        t1 = time.perf_counter()
+        return (t1 - t0) * 1e3, (t1 - t0) * 1e3
+
+    def fresh(self, i):
+        """Set i of the pool copied into fresh tensors, then the judge's one
+        small kernel and a synchronise (its take_inputs)."""
+        torch = self.torch
+        out = tuple(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=self.device).copy_(t)
+                    if isinstance(t, torch.Tensor) else t for t in self.pool[i % POOL])
+        if self.device == "cuda":
+            torch.ones(1, device="cuda").add_(1)
+        return out
+
+    def serve(self, sock):
+        while True:
+            msg = json.loads(poll(sock))
+            op = msg["op"]
+            if op == "exit":
+                return
+            if op == "one":
+                rows = [self.timed(self.problem.make_inputs(msg["seed"] + k, self.device)[1])
+                        for k in range(msg["calls"])]
+                send(sock, {"rows": rows})
+            elif op == "rt":
+                if msg.get("prime") and self.last is not None:
+                    self.timed(self.last)
+                send(sock, {})
+            elif op == "go":
+                inputs = self.fresh(msg["i"])
+                ms, cpu = self.timed(inputs)
+                self.last = inputs
+                send(sock, {"row": [ms, cpu]})
+
+
+def parent(args):
+    import torch
+    from mkb_grader.problem import Problem
+    problem = Problem(args.problem_dir, args.workload)
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", str(theirs.fileno()),
+                              "--kernel", args.kernel, "--problem-dir", args.problem_dir,
+                              "--workload", args.workload, "--device", args.device],
+                             pass_fds=(theirs.fileno(),))
+    theirs.close()
+    mine.recv(1 << 16)  # ready (blocking: the child's start-up is long)
+    names = [n.strip() for n in args.conditions.split(",") if n.strip()]
+    rows = {n: [] for n in names}  # condition -> per round: [(ms, cpu)]
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+
+    def block(name, r):
+        if name == "one":
+            send(mine, {"op": "one", "seed": 100_000 * (r + 1), "calls": args.calls})
+            return [tuple(x) for x in json.loads(poll(mine))["rows"]]
+        blocking, prime, eager = "+block" in name, "+prime" in name, "+eager" in name
+        recv = (lambda: mine.recv(1 << 16)) if blocking else (lambda: poll(mine))
+        got = []
+        for i in range(args.calls):
+            if eager:
+                _, inputs = problem.make_inputs(200_000 + i, args.device)
+                problem.reference(*inputs)
+                sync()
+            send(mine, {"op": "rt", "prime": prime})
+            recv()
+            send(mine, {"op": "go", "i": i})
+            got.append(tuple(json.loads(recv())["row"]))
+        return got
+
+    for r in range(args.rounds):
+        for name in names:
+            rows[name].append(block(name, r))
+    send(mine, {"op": "exit"})
+    child.wait()
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernel", default=os.path.join(ROOT, "tests/kernels/28_torch_ok.py"))
+    ap.add_argument("--problem-dir", default=os.path.join(ROOT, "problems/mlp_norm/28_fused_add_rmsnorm"))
+    ap.add_argument("--workload", default="smoke")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--conditions", default=DEFAULT_CONDITIONS)
+    ap.add_argument("--json", action="store_true", help="also one JSON line per condition")
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    known = ("one", "pp")
+    for name in (n.strip() for n in args.conditions.split(",") if n.strip()):
+        base, *mods = name.split("+")
+        if base not in known or any(m not in ("block", "eager", "prime") for m in mods) \
+                or (base == "one" and mods):
+            ap.error(f"unknown condition {name!r}: one, or pp with +block, +eager, +prime")
+    if args.child is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=args.child)
+        child = Child(args)
+        send(sock, {"ready": True})
+        child.serve(sock)
+        return 0
+    rows = parent(args)
+    base = statistics.median(statistics.median(ms for ms, _ in blk) for blk in rows["one"]) \
+        if "one" in rows else None
+    import torch
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({os.cpu_count()} cores)"
+    print(f"{where}  {os.path.relpath(args.kernel, ROOT)}  {args.workload}  "
+          f"{args.calls} calls x {args.rounds} rounds  ({time.strftime('%Y-%m-%d %H:%M:%S')} UTC)")
+    print("| condition | median ms, each round | CPU in solve() ms | / one |")
+    print("|---|---|---|---|")
+    for name, blocks in rows.items():
+        meds = [statistics.median(ms for ms, _ in blk) for blk in blocks]
+        cpu = statistics.median(c for blk in blocks for _, c in blk)
+        ratio = f"{statistics.median(meds) / base:.2f}" if base else "-"
+        print(f"| {name} | {' '.join(f'{m:.4f}' for m in meds)} | {cpu:.4f} | {ratio} |")
+        if args.json:
+            print(json.dumps({"condition": name, "kernel": os.path.relpath(args.kernel, ROOT),
+                              "workload": args.workload, "device": where, "round_medians_ms": meds,
+                              "cpu_in_solve_ms": cpu}), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
