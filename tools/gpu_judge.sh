@@ -21,7 +21,10 @@
 #                                   time (throughput)
 #   tools/gpu_judge.sh torch        the torch stand-ins of 28 and 36 (no DSL): old, new, new
 #                                   with MKB_JUDGE_REPEAT=1 (WORKLOADS, ROUNDS; HOT=1 and
-#                                   PRIME=1 add MKB_JUDGE_WAIT=hot and MKB_JUDGE_PRIME=1 rows)
+#                                   PRIME=1 add MKB_JUDGE_WAIT=hot and MKB_JUDGE_PRIME=1 rows;
+#                                   VARIANTS="ENV=V ...;...": a row per ;-separated set of settings)
+#   tools/gpu_judge.sh pingpong     tools/pingpong_probe.py on the torch stand-ins of 28 and 36
+#                                   (smoke; no judge, no DSL; PROBE_FLAGS: more of its flags)
 #   tools/gpu_judge.sh gap          why the new judge reads small kernels slower:
 #                                   tools/timing_probe.py on 28 (both DSLs; PROBE_DSLS=
 #                                   picks, PROBE_CONDITIONS= its --conditions), then
@@ -191,8 +194,25 @@ torch)
 				[ -z "${HOT:-}" ] || MKB_JUDGE_WAIT=hot row new "$p torch $wl #$r hot" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off
 				# PRIME=1: also solve on the last inputs just before each call
 				[ -z "${PRIME:-}" ] || MKB_JUDGE_PRIME=1 row new "$p torch $wl #$r prime" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off
+				# VARIANTS="A=1 B=2;C=3": a row per ;-separated set of judge settings
+				while IFS= read -r -d ';' v; do
+					[ -n "${v// /}" ] || continue
+					# shellcheck disable=SC2086,SC2163 # the set is words on purpose
+					(export $v && row new "$p torch $wl #$r $v" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off)
+				done <<<"${VARIANTS:+$VARIANTS;}"
 			done
 		done
+	done
+	;;
+pingpong)
+	# tools/pingpong_probe.py (no judge, no DSL) on the torch stand-ins of
+	# 28 and 36, smoke workload (launch-bound); PROBE_FLAGS: more of its flags
+	for pk in "28 mlp_norm/28_fused_add_rmsnorm" "36 mlp_norm/36_rmsnorm"; do
+		read -r p d <<<"$pk"
+		# shellcheck disable=SC2086 # PROBE_FLAGS is words on purpose
+		"$MKB_PYTHON" tools/pingpong_probe.py --kernel "tests/kernels/${p}_torch_ok.py" \
+			--problem-dir "problems/$d" --workload smoke --json ${PROBE_FLAGS:-} \
+			2>>"$rows" | tee -a "$OUT/pingpong.md" >&2
 	done
 	;;
 gap)

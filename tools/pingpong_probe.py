@@ -19,6 +19,10 @@ CALLS calls each in turn, ROUNDS rounds, so drift touches them all alike:
                checker times the eager baseline
   NAME+prime   as NAME, the child calling solve on the last call's inputs
                when the empty round trip arrives (MKB_JUDGE_PRIME=1)
+  NAME+arena   as NAME, each call's inputs written by the parent into the
+               judge's own input arena (grader/mkb_grader/arena.py: device
+               memory shared by descriptor on a GPU, a memfd on the CPU) just
+               before the "go", and copied out of it by the child
 
     python tools/pingpong_probe.py [--kernel K] [--problem-dir D] [--workload smoke]
         [--device cuda|cpu] [--calls 50] [--rounds 3] [--conditions one,pp,...] [--json]
@@ -39,7 +43,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "grader"))
 
-DEFAULT_CONDITIONS = "one,pp,pp+prime,pp+block,pp+block+prime,pp+eager+block,pp+eager+block+prime"
+DEFAULT_CONDITIONS = ("one,pp,pp+prime,pp+block,pp+block+prime,pp+eager+block,pp+eager+block+prime,"
+                      "pp+eager+block+arena,pp+eager+block+prime+arena")
+MODIFIERS = ("block", "eager", "prime", "arena")
 POOL = 4  # input sets the child makes up front and copies from, as from an arena
 
 
@@ -49,6 +55,16 @@ def poll(sock):
     while True:
         try:
             return sock.recv(1 << 16, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass
+
+
+def poll_fds(sock):
+    """poll, for a message that may carry one descriptor (the arena's)."""
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 1, socket.MSG_DONTWAIT)
+            return data, fds
         except BlockingIOError:
             pass
 
@@ -68,6 +84,7 @@ class Child:
         self.solve = load_module("kernel", args.kernel).solve
         self.pool = [self.problem.make_inputs(5000 + s, self.device)[1] for s in range(POOL)]
         self.last = None
+        self.arena = None
         for s in range(10):  # compile and warm up
             self.timed(self.problem.make_inputs(1000 + s, self.device)[1])
 
@@ -100,11 +117,19 @@ class Child:
         return out
 
     def serve(self, sock):
+        from mkb_grader import arena
         while True:
-            msg = json.loads(poll(sock))
+            data, fds = poll_fds(sock)
+            msg = json.loads(data)
             op = msg["op"]
             if op == "exit":
                 return
+            if op == "arena":
+                self.arena = arena.make(msg["size"], msg["where"], fds[0])
+                if self.device == "cuda":
+                    self.arena.pin()
+                send(sock, {})
+                continue
             if op == "one":
                 rows = [self.timed(self.problem.make_inputs(msg["seed"] + k, self.device)[1])
                         for k in range(msg["calls"])]
@@ -114,7 +139,13 @@ class Child:
                     self.timed(self.last)
                 send(sock, {})
             elif op == "go":
-                inputs = self.fresh(msg["i"])
+                if "desc" in msg:  # out of the arena, as the judge's take_inputs
+                    got = arena.materialise(self.arena, msg["desc"], self.device)
+                    inputs = tuple(got) if isinstance(got, (list, tuple)) else (got,)
+                    if self.device == "cuda":
+                        self.torch.ones(1, device="cuda").add_(1)
+                else:
+                    inputs = self.fresh(msg["i"])
                 ms, cpu = self.timed(inputs)
                 self.last = inputs
                 send(sock, {"row": [ms, cpu]})
@@ -122,6 +153,7 @@ class Child:
 
 def parent(args):
     import torch
+    from mkb_grader import arena
     from mkb_grader.problem import Problem
     problem = Problem(args.problem_dir, args.workload)
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -132,6 +164,15 @@ def parent(args):
     theirs.close()
     mine.recv(1 << 16)  # ready (blocking: the child's start-up is long)
     names = [n.strip() for n in args.conditions.split(",") if n.strip()]
+    shared, pool = None, []
+    if any("+arena" in n for n in names):
+        pool = [problem.make_inputs(5000 + s, args.device)[1] for s in range(POOL)]
+        plans = [arena.plan(x) for x in pool]
+        where = "gpu" if args.device == "cuda" else "host"
+        shared = arena.make(max(size for _, size in plans), where)
+        socket.send_fds(mine, [json.dumps({"op": "arena", "size": shared.size, "where": where}).encode()],
+                        [shared.fd])
+        mine.recv(1 << 16)
     rows = {n: [] for n in names}  # condition -> per round: [(ms, cpu)]
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
 
@@ -140,6 +181,7 @@ def parent(args):
             send(mine, {"op": "one", "seed": 100_000 * (r + 1), "calls": args.calls})
             return [tuple(x) for x in json.loads(poll(mine))["rows"]]
         blocking, prime, eager = "+block" in name, "+prime" in name, "+eager" in name
+        through = "+arena" in name
         recv = (lambda: mine.recv(1 << 16)) if blocking else (lambda: poll(mine))
         got = []
         for i in range(args.calls):
@@ -149,7 +191,13 @@ def parent(args):
                 sync()
             send(mine, {"op": "rt", "prime": prime})
             recv()
-            send(mine, {"op": "go", "i": i})
+            go = {"op": "go", "i": i}
+            if through:  # the judge's stage_inputs, then the inputs travel with the "go"
+                desc = plans[i % POOL][0]
+                arena.write(shared, pool[i % POOL], desc)
+                sync()
+                go["desc"] = desc
+            send(mine, go)
             got.append(tuple(json.loads(recv())["row"]))
         return got
 
@@ -158,6 +206,8 @@ def parent(args):
             rows[name].append(block(name, r))
     send(mine, {"op": "exit"})
     child.wait()
+    if shared is not None:
+        shared.close()
     return rows
 
 
@@ -173,12 +223,10 @@ def main():
     ap.add_argument("--json", action="store_true", help="also one JSON line per condition")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    known = ("one", "pp")
     for name in (n.strip() for n in args.conditions.split(",") if n.strip()):
         base, *mods = name.split("+")
-        if base not in known or any(m not in ("block", "eager", "prime") for m in mods) \
-                or (base == "one" and mods):
-            ap.error(f"unknown condition {name!r}: one, or pp with +block, +eager, +prime")
+        if base not in ("one", "pp") or any(m not in MODIFIERS for m in mods) or (base == "one" and mods):
+            ap.error(f"unknown condition {name!r}: one, or pp with " + ", ".join("+" + m for m in MODIFIERS))
     if args.child is not None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=args.child)
         child = Child(args)
