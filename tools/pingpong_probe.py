@@ -169,7 +169,12 @@ def parent(args):
         pool = [problem.make_inputs(5000 + s, args.device)[1] for s in range(POOL)]
         plans = [arena.plan(x) for x in pool]
         where = "gpu" if args.device == "cuda" else "host"
-        shared = arena.make(max(size for _, size in plans), where)
+        try:
+            shared = arena.make(max(size for _, size in plans), where)
+        except Exception as exc:  # noqa: BLE001 - the other conditions still run
+            print(f"no {where} arena ({exc}): the +arena conditions are left out", file=sys.stderr)
+            names = [n for n in names if "+arena" not in n]
+    if shared is not None:
         socket.send_fds(mine, [json.dumps({"op": "arena", "size": shared.size, "where": where}).encode()],
                         [shared.fd])
         mine.recv(1 << 16)
