@@ -54,9 +54,16 @@ def poll(sock):
     for its "go"; the parent does so unless the condition says block)."""
     while True:
         try:
-            return sock.recv(1 << 16, socket.MSG_DONTWAIT)
+            return received(sock.recv(1 << 16, socket.MSG_DONTWAIT))
         except BlockingIOError:
             pass
+
+
+def received(data):
+    """data, unless the other end has gone (an empty message)."""
+    if not data:
+        raise SystemExit("pingpong_probe: the other process ended (its error is above)")
+    return data
 
 
 def poll_fds(sock):
@@ -64,7 +71,7 @@ def poll_fds(sock):
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 1, socket.MSG_DONTWAIT)
-            return data, fds
+            return received(data), fds
         except BlockingIOError:
             pass
 
@@ -162,7 +169,7 @@ def parent(args):
                               "--workload", args.workload, "--device", args.device],
                              pass_fds=(theirs.fileno(),))
     theirs.close()
-    mine.recv(1 << 16)  # ready (blocking: the child's start-up is long)
+    received(mine.recv(1 << 16))  # ready (blocking: the child's start-up is long)
     names = [n.strip() for n in args.conditions.split(",") if n.strip()]
     shared, pool = None, []
     if any("+arena" in n for n in names):
@@ -177,7 +184,7 @@ def parent(args):
     if shared is not None:
         socket.send_fds(mine, [json.dumps({"op": "arena", "size": shared.size, "where": where}).encode()],
                         [shared.fd])
-        mine.recv(1 << 16)
+        received(mine.recv(1 << 16))
     rows = {n: [] for n in names}  # condition -> per round: [(ms, cpu)]
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
 
@@ -187,7 +194,7 @@ def parent(args):
             return [tuple(x) for x in json.loads(poll(mine))["rows"]]
         blocking, prime, eager = "+block" in name, "+prime" in name, "+eager" in name
         through = "+arena" in name
-        recv = (lambda: mine.recv(1 << 16)) if blocking else (lambda: poll(mine))
+        recv = (lambda: received(mine.recv(1 << 16))) if blocking else (lambda: poll(mine))
         got = []
         for i in range(args.calls):
             if eager:
