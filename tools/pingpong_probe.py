@@ -19,6 +19,10 @@ CALLS calls each in turn, ROUNDS rounds, so drift touches them all alike:
                checker times the eager baseline
   NAME+prime   as NAME, the child calling solve on the last call's inputs
                when the empty round trip arrives (MKB_JUDGE_PRIME=1)
+  NAME+goprime as NAME, the child calling solve on the last call's inputs
+               after taking the new ones and before the timed call (a
+               diagnosis only: in the judge that call would sit inside the
+               call's wall time, where the outside clock cannot tell it apart)
   NAME+arena   as NAME, each call's inputs written by the parent into the
                judge's own input arena (grader/mkb_grader/arena.py: device
                memory shared by descriptor on a GPU, a memfd on the CPU) just
@@ -45,7 +49,7 @@ sys.path.insert(0, os.path.join(ROOT, "grader"))
 
 DEFAULT_CONDITIONS = ("one,pp,pp+prime,pp+block,pp+block+prime,pp+eager+block,pp+eager+block+prime,"
                       "pp+eager+block+arena,pp+eager+block+prime+arena")
-MODIFIERS = ("block", "eager", "prime", "arena")
+MODIFIERS = ("block", "eager", "prime", "goprime", "arena")
 POOL = 4  # input sets the child makes up front and copies from, as from an arena
 
 
@@ -153,6 +157,8 @@ class Child:
                         self.torch.ones(1, device="cuda").add_(1)
                 else:
                     inputs = self.fresh(msg["i"])
+                if msg.get("goprime") and self.last is not None:
+                    self.timed(self.last)
                 ms, cpu = self.timed(inputs)
                 self.last = inputs
                 send(sock, {"row": [ms, cpu]})
@@ -193,6 +199,7 @@ def parent(args):
             send(mine, {"op": "one", "seed": 100_000 * (r + 1), "calls": args.calls})
             return [tuple(x) for x in json.loads(poll(mine))["rows"]]
         blocking, prime, eager = "+block" in name, "+prime" in name, "+eager" in name
+        goprime = "+goprime" in name
         through = "+arena" in name
         recv = (lambda: received(mine.recv(1 << 16))) if blocking else (lambda: poll(mine))
         got = []
@@ -203,7 +210,7 @@ def parent(args):
                 sync()
             send(mine, {"op": "rt", "prime": prime})
             recv()
-            go = {"op": "go", "i": i}
+            go = {"op": "go", "i": i, "goprime": goprime}
             if through:  # the judge's stage_inputs, then the inputs travel with the "go"
                 desc = plans[i % POOL][0]
                 arena.write(shared, pool[i % POOL], desc)
