@@ -37,6 +37,11 @@
 #                                   (WORKLOADS="heldout": one), new judge, 4 at a time
 #                                   (PAR: another count; EVAL_FLAGS: more mkb eval flags)
 #
+# MPS=1 (pingpong only; diagnosis): the step's processes are clients of a
+# private CUDA multi-process service (tools/mps_up.sh), so the checker's and
+# the candidate's work share one GPU context; the daemon's server list is
+# recorded in machine-<step>.txt.
+#
 # ZYGOTE=1 (any step): the new judge's candidates and checkers are forked
 # from one `mkb zygote` started for the script (7-8 s less per evaluation on
 # the H200, medians unchanged: results/zygote-bench.md); the old judge
@@ -94,6 +99,13 @@ print(json.dumps(o))
 PY
 	tail -1 "$rows" | cut -c1-300 >&2
 }
+
+if [ "${MPS:-}" = 1 ]; then
+	[ "$step" = pingpong ] || { log "MPS=1 is for the pingpong step only (the judge's sandbox keeps its candidate off the daemon)"; exit 2; }
+	. tools/mps_up.sh
+	mps_up "$OUT/mps-$step" || exit 3
+	echo "mps: private daemon, pipe $CUDA_MPS_PIPE_DIRECTORY" >>"$OUT/machine-$step.txt"
+fi
 
 . tools/select.sh # wanted, solutions: which kernels a "N or N/dsl" list names
 . tools/zygote_up.sh
@@ -215,6 +227,9 @@ pingpong)
 			--problem-dir "problems/$d" --workload smoke --json ${PROBE_FLAGS:-} \
 			2>>"$rows" | tee -a "$OUT/pingpong.md" >&2
 	done
+	# MPS=1: the daemon's servers now (one while its clients ran; none: the
+	# probe's processes did not reach it)
+	[ "${MPS:-}" != 1 ] || echo "mps servers after the probe: $(echo get_server_list | nvidia-cuda-mps-control 2>&1 | tr '\n' ' ')" >>"$OUT/machine-$step.txt"
 	;;
 gap)
 	build_old || exit 1

@@ -27,6 +27,11 @@ CALLS calls each in turn, ROUNDS rounds, so drift touches them all alike:
                judge's own input arena (grader/mkb_grader/arena.py: device
                memory shared by descriptor on a GPU, a memfd on the CPU) just
                before the "go", and copied out of it by the child
+  NAME+shm     as NAME, every message of the timed loop (round trip, "go",
+               reply) through shared memory instead of the socket, each side
+               spinning on a sequence number: no system call between two
+               calls in the child (is it the waiting's system calls that
+               leave the next call cold?); not with +block
 
     python tools/pingpong_probe.py [--kernel K] [--problem-dir D] [--workload smoke]
         [--device cuda|cpu] [--calls 50] [--rounds 3] [--conditions one,pp,...] [--json]
@@ -49,7 +54,7 @@ sys.path.insert(0, os.path.join(ROOT, "grader"))
 
 DEFAULT_CONDITIONS = ("one,pp,pp+prime,pp+block,pp+block+prime,pp+eager+block,pp+eager+block+prime,"
                       "pp+eager+block+arena,pp+eager+block+prime+arena")
-MODIFIERS = ("block", "eager", "prime", "goprime", "arena")
+MODIFIERS = ("block", "eager", "prime", "goprime", "arena", "shm")
 POOL = 4  # input sets the child makes up front and copies from, as from an arena
 
 
@@ -82,6 +87,43 @@ def poll_fds(sock):
 
 def send(sock, obj):
     sock.send(json.dumps(obj).encode())
+
+
+class Mailbox:
+    """+shm: messages one way through a shared memfd, no system call on
+    either side: [sequence u64][length u32][JSON], the sequence written last
+    (x86 keeps stores in order), the reader spinning until it moves."""
+
+    SIZE = 1 << 16
+
+    def __init__(self, fd):
+        import mmap
+        self.fd = fd
+        self.mem = mmap.mmap(fd, 2 * self.SIZE)
+        self.sent = self.seen = 0
+
+    @classmethod
+    def make(cls):
+        fd = os.memfd_create("pingpong-mailbox")
+        os.ftruncate(fd, 2 * cls.SIZE)
+        return cls(fd)
+
+    def put(self, box, obj):
+        data = json.dumps(obj).encode()
+        off = box * self.SIZE
+        self.mem[off + 8:off + 12] = len(data).to_bytes(4, "little")
+        self.mem[off + 12:off + 12 + len(data)] = data
+        self.sent += 1
+        self.mem[off:off + 8] = self.sent.to_bytes(8, "little")
+
+    def get(self, box):
+        off = box * self.SIZE
+        mem, want = self.mem, self.seen + 1
+        while int.from_bytes(mem[off:off + 8], "little") != want:
+            pass
+        self.seen = want
+        n = int.from_bytes(mem[off + 8:off + 12], "little")
+        return json.loads(mem[off + 12:off + 12 + n])
 
 
 class Child:
@@ -135,6 +177,10 @@ class Child:
             op = msg["op"]
             if op == "exit":
                 return
+            if op == "mailbox":  # the timed loop through shared memory until "done"
+                send(sock, {})
+                self.serve_shm(Mailbox(fds[0]))
+                continue
             if op == "arena":
                 self.arena = arena.make(msg["size"], msg["where"], fds[0])
                 if self.device == "cuda":
@@ -145,23 +191,36 @@ class Child:
                 rows = [self.timed(self.problem.make_inputs(msg["seed"] + k, self.device)[1])
                         for k in range(msg["calls"])]
                 send(sock, {"rows": rows})
-            elif op == "rt":
-                if msg.get("prime") and self.last is not None:
-                    self.timed(self.last)
-                send(sock, {})
-            elif op == "go":
-                if "desc" in msg:  # out of the arena, as the judge's take_inputs
-                    got = arena.materialise(self.arena, msg["desc"], self.device)
-                    inputs = tuple(got) if isinstance(got, (list, tuple)) else (got,)
-                    if self.device == "cuda":
-                        self.torch.ones(1, device="cuda").add_(1)
-                else:
-                    inputs = self.fresh(msg["i"])
-                if msg.get("goprime") and self.last is not None:
-                    self.timed(self.last)
-                ms, cpu = self.timed(inputs)
-                self.last = inputs
-                send(sock, {"row": [ms, cpu]})
+            else:
+                send(sock, self.step(msg))
+
+    def serve_shm(self, box):
+        """+shm: box 0 carries the parent's messages, box 1 the replies."""
+        while True:
+            msg = box.get(0)
+            if msg["op"] == "done":
+                return
+            box.put(1, self.step(msg))
+
+    def step(self, msg):
+        """An "rt" (empty round trip) or a "go" (one timed call): the reply."""
+        from mkb_grader import arena
+        if msg["op"] == "rt":
+            if msg.get("prime") and self.last is not None:
+                self.timed(self.last)
+            return {}
+        if "desc" in msg:  # out of the arena, as the judge's take_inputs
+            got = arena.materialise(self.arena, msg["desc"], self.device)
+            inputs = tuple(got) if isinstance(got, (list, tuple)) else (got,)
+            if self.device == "cuda":
+                self.torch.ones(1, device="cuda").add_(1)
+        else:
+            inputs = self.fresh(msg["i"])
+        if msg.get("goprime") and self.last is not None:
+            self.timed(self.last)
+        ms, cpu = self.timed(inputs)
+        self.last = inputs
+        return {"row": [ms, cpu]}
 
 
 def parent(args):
@@ -202,22 +261,30 @@ def parent(args):
         goprime = "+goprime" in name
         through = "+arena" in name
         recv = (lambda: received(mine.recv(1 << 16))) if blocking else (lambda: poll(mine))
+        ask = lambda m: (send(mine, m), json.loads(recv()))[1]  # noqa: E731
+        if "+shm" in name:
+            box = Mailbox.make()
+            socket.send_fds(mine, [json.dumps({"op": "mailbox"}).encode()], [box.fd])
+            received(mine.recv(1 << 16))
+            ask = lambda m: (box.put(0, m), box.get(1))[1]  # noqa: E731
         got = []
         for i in range(args.calls):
             if eager:
                 _, inputs = problem.make_inputs(200_000 + i, args.device)
                 problem.reference(*inputs)
                 sync()
-            send(mine, {"op": "rt", "prime": prime})
-            recv()
+            ask({"op": "rt", "prime": prime})
             go = {"op": "go", "i": i, "goprime": goprime}
             if through:  # the judge's stage_inputs, then the inputs travel with the "go"
                 desc = plans[i % POOL][0]
                 arena.write(shared, pool[i % POOL], desc)
                 sync()
                 go["desc"] = desc
-            send(mine, go)
-            got.append(tuple(json.loads(recv())["row"]))
+            got.append(tuple(ask(go)["row"]))
+        if "+shm" in name:
+            box.put(0, {"op": "done"})
+            box.mem.close()
+            os.close(box.fd)
         return got
 
     for r in range(args.rounds):
@@ -246,6 +313,8 @@ def main():
         base, *mods = name.split("+")
         if base not in ("one", "pp") or any(m not in MODIFIERS for m in mods) or (base == "one" and mods):
             ap.error(f"unknown condition {name!r}: one, or pp with " + ", ".join("+" + m for m in MODIFIERS))
+        if "shm" in mods and "block" in mods:
+            ap.error(f"condition {name!r}: +shm spins on shared memory, it cannot sleep in recv (+block)")
     if args.child is not None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=args.child)
         child = Child(args)
