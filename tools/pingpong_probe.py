@@ -31,7 +31,8 @@ CALLS calls each in turn, ROUNDS rounds, so drift touches them all alike:
                reply) through shared memory instead of the socket, each side
                spinning on a sequence number: no system call between two
                calls in the child (is it the waiting's system calls that
-               leave the next call cold?); not with +block
+               leave the next call cold?); with +block the replies come
+               back through the socket, the parent asleep in recv
 
     python tools/pingpong_probe.py [--kernel K] [--problem-dir D] [--workload smoke]
         [--device cuda|cpu] [--calls 50] [--rounds 3] [--conditions one,pp,...] [--json]
@@ -179,7 +180,7 @@ class Child:
                 return
             if op == "mailbox":  # the timed loop through shared memory until "done"
                 send(sock, {})
-                self.serve_shm(Mailbox(fds[0]))
+                self.serve_shm(Mailbox(fds[0]), sock, msg["replies"])
                 continue
             if op == "arena":
                 self.arena = arena.make(msg["size"], msg["where"], fds[0])
@@ -194,13 +195,18 @@ class Child:
             else:
                 send(sock, self.step(msg))
 
-    def serve_shm(self, box):
-        """+shm: box 0 carries the parent's messages, box 1 the replies."""
+    def serve_shm(self, box, sock, replies):
+        """+shm: box 0 carries the parent's messages, box 1 the replies
+        (replies "socket": the socket)."""
         while True:
             msg = box.get(0)
             if msg["op"] == "done":
                 return
-            box.put(1, self.step(msg))
+            reply = self.step(msg)
+            if replies == "socket":
+                send(sock, reply)
+            else:
+                box.put(1, reply)
 
     def step(self, msg):
         """An "rt" (empty round trip) or a "go" (one timed call): the reply."""
@@ -264,9 +270,13 @@ def parent(args):
         ask = lambda m: (send(mine, m), json.loads(recv()))[1]  # noqa: E731
         if "+shm" in name:
             box = Mailbox.make()
-            socket.send_fds(mine, [json.dumps({"op": "mailbox"}).encode()], [box.fd])
+            replies = "socket" if blocking else "mailbox"
+            socket.send_fds(mine, [json.dumps({"op": "mailbox", "replies": replies}).encode()], [box.fd])
             received(mine.recv(1 << 16))
-            ask = lambda m: (box.put(0, m), box.get(1))[1]  # noqa: E731
+            if blocking:
+                ask = lambda m: (box.put(0, m), json.loads(recv()))[1]  # noqa: E731
+            else:
+                ask = lambda m: (box.put(0, m), box.get(1))[1]  # noqa: E731
         got = []
         for i in range(args.calls):
             if eager:
@@ -313,8 +323,6 @@ def main():
         base, *mods = name.split("+")
         if base not in ("one", "pp") or any(m not in MODIFIERS for m in mods) or (base == "one" and mods):
             ap.error(f"unknown condition {name!r}: one, or pp with " + ", ".join("+" + m for m in MODIFIERS))
-        if "shm" in mods and "block" in mods:
-            ap.error(f"condition {name!r}: +shm spins on shared memory, it cannot sleep in recv (+block)")
     if args.child is not None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=args.child)
         child = Child(args)
