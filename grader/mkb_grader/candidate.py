@@ -27,6 +27,11 @@ Messages from the checker, one reply each:
   without sleeping for at most that long (with keep, the GPU kept busy).
   {"op": "gc", "freeze": true}                         no garbage collection until
                                                       the next import
+  {"op": "mailbox"} + 1 fd                             the checker's messages come
+                                                      through this box from now on
+                                                      (mailbox.py; "mapped": false and
+                                                      "why" where it cannot be mapped)
+  {"op": "mailbox", "off": true} (through the box)     back to the socket
   {"op": "launch", "dry": bool} + 2 fds                (before import) the launch
                                                       recorder for cuInit: {"installed"}
 Replies: {"ok": true, ...} or {"error": text, "cuda": bool, "where": stage}.
@@ -105,6 +110,28 @@ class Runner:
         except (OSError, ValueError, TypeError) as exc:
             return {"cpu_error": str(exc)[:200]}
         return {} if cpu is None else {"cpu": sorted(os.sched_getaffinity(0))}
+
+    def op_mailbox(self, msg, fds):
+        """The checker's messages through shared memory from the next one
+        on (MKB_JUDGE_GO=mailbox), or, with "off", through the socket
+        again; replies stay on the socket."""
+        from .mailbox import Mailbox, MailboxError
+        old = self.peer.box
+        if msg.get("off"):
+            self.peer.box = None
+        elif len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            return {"error": "mailbox message without its descriptor", "cuda": False}
+        else:
+            try:
+                self.peer.box = Mailbox(fds[0])
+            except MailboxError as exc:
+                os.close(fds[0])
+                return {"ok": True, "mapped": False, "why": str(exc)[:200]}
+        if old is not None:
+            old.close()
+        return {"ok": True, "mapped": self.peer.box is not None}
 
     def op_gc(self, msg, fds):
         import gc
@@ -323,7 +350,7 @@ class Runner:
     def serve(self):
         from .wire import PeerLost
         ops = {"arena": self.op_arena, "import": self.op_import, "go": self.op_go,
-               "gc": self.op_gc, "launch": self.op_launch}
+               "gc": self.op_gc, "launch": self.op_launch, "mailbox": self.op_mailbox}
         spin, keep = 0.0, False
         while True:
             try:

@@ -86,7 +86,13 @@ class Knobs:
       while the checker ran the eager baseline; its time is phases
       prime_ms. The candidate's clock for it is taken off the round trip,
       which stays capped (ROUND_TRIP_CAP_MS), so its word cannot widen the
-      outside clock's allowance."""
+      outside clock's allowance;
+    - MKB_JUDGE_GO=mailbox: from the warm-up to the last timed call the
+      checker's messages reach the candidate through shared memory
+      (mailbox.py), on which the candidate spins, instead of the socket it
+      polls with a system call per look; replies stay on the socket.
+      Recorded as timing.go ("socket" or "mailbox", with "why" where the
+      box could not be used)."""
 
     def __init__(self, env):
         wait = env.get("MKB_JUDGE_WAIT")
@@ -98,6 +104,7 @@ class Knobs:
         self.reply_spin_s = SPIN_S if env.get("MKB_JUDGE_REPLY") == "spin" else 0.0
         self.repeat = env.get("MKB_JUDGE_REPEAT") == "1"
         self.prime = env.get("MKB_JUDGE_PRIME") == "1"
+        self.go = "mailbox" if env.get("MKB_JUDGE_GO") == "mailbox" else "socket"
 
 
 PHASES = ("before", "solve", "drain", "export")
@@ -236,6 +243,7 @@ class Evaluation:
         self.arena_in = self.arena_out = None
         self.arena_refused = None  # why device arenas could not be used, once they could not
         self.staged = None  # the next call's (input description, output slots)
+        self.go = None  # (MKB_JUDGE_GO=mailbox) which channel carried the timed loop's messages
         self.primed = None  # (MKB_JUDGE_PRIME=1) the candidate's ms for the solve before this call
         self.transfer = {}  # timing.transfer: set with each pair of arenas
         self.ref_err = []  # per float output: the reference's own error, max over draws
@@ -642,6 +650,7 @@ class Evaluation:
         if self.lock:
             self.lock.exclusive()  # the GPU is ours alone from here
         self.enter("warmup")
+        self._go_channel(self.knobs.go == "mailbox")
         for _ in range(CALIBRATION_CALLS):  # the round trip's own warm-up
             self._round_trip()
         collecting = gc.isenabled()
@@ -650,11 +659,44 @@ class Evaluation:
                 self._gc_freeze()
             self._warm_up(clock)
             self._timed_calls(clock)
+            self._go_channel(False)
         finally:
             if self.gc_freeze:
                 gc.unfreeze()
                 if collecting:
                     gc.enable()
+
+    def _go_channel(self, mailbox):
+        """(MKB_JUDGE_GO=mailbox) the checker's messages through a mailbox
+        from now on, or (False) through the socket again. Where the box
+        cannot be made or mapped the socket stays, and timing.go says why."""
+        from . import mailbox as mb
+        if not mailbox:
+            if self.peer.box is not None:
+                self.ask({"op": "mailbox", "off": True})
+                box, self.peer.box = self.peer.box, None
+                box.close()
+            return
+        self.go = {"channel": "socket"}
+        if not mb.available():
+            self.go["why"] = "the mailbox needs x86-64's memory order"
+            return
+        try:
+            box = mb.Mailbox()
+        except mb.MailboxError as exc:
+            self.go["why"] = str(exc)[:200]
+            return
+        try:
+            reply = self.ask({"op": "mailbox"}, fds=(box.fd,))
+        except Outcome:
+            box.close()
+            raise
+        if reply.get("mapped") is not True:
+            box.close()
+            self.go["why"] = f"candidate: {str(reply.get('why'))[:200]}"
+            return
+        self.peer.box = box
+        self.go = {"channel": "mailbox"}
 
     def _gc_freeze(self):
         """(ours, gc_freeze) No garbage collection in either process from the
@@ -858,6 +900,8 @@ class Evaluation:
             self.result["timing"]["wait"] = "hot"
         if self.knobs.repeat:  # (diagnosis) MKB_JUDGE_REPEAT=1: the outside clock took the candidate's word
             self.result["timing"]["repeat"] = True
+        if self.go is not None:  # MKB_JUDGE_GO=mailbox was asked for
+            self.result["timing"]["go"] = self.go
         if self.knobs.prime:  # (diagnosis) MKB_JUDGE_PRIME=1
             self.result["timing"]["prime"] = True
         kernel = events if confirmed else max(floor, 1e-6)

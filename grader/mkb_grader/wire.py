@@ -1,5 +1,9 @@
 """The channel between the checker and the candidate process: one JSON object
 per SOCK_SEQPACKET message, file descriptors only from checker to candidate.
+While a mailbox is in use (mailbox.py: the timed loop with
+MKB_JUDGE_GO=mailbox) the checker's messages go through it instead, a
+message with descriptors still through the socket, announced in the box by
+{"op": "socket"}; replies always come through the socket.
 
 Both ends run this file, but only the checker's copy is trusted: whatever the
 candidate sends is parsed with a size cap, never unpickled, and never carries
@@ -28,8 +32,18 @@ class Peer:
     def __init__(self, fd, accept_fds=False):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=fd)
         self.accept_fds = accept_fds
+        self.box = None  # mailbox.Mailbox while the checker's messages go through one
 
     def send(self, obj, fds=()):
+        if self.box is not None and self.box.writer:
+            from .mailbox import MailboxError
+            try:
+                if not fds:
+                    self.box.put(obj)
+                    return
+                self.box.put({"op": "socket"})  # descriptors travel only through the socket
+            except MailboxError as exc:
+                raise ProtocolError(str(exc)) from exc
         data = json.dumps(obj, separators=(",", ":")).encode()
         if len(data) > MAX_MESSAGE:
             raise ProtocolError(f"message of {len(data)} bytes is over the {MAX_MESSAGE}-byte cap")
@@ -44,7 +58,19 @@ class Peer:
         """(object, fds). fds is empty unless this end accepts descriptors.
         spin: seconds to poll without sleeping before blocking (the core
         stays awake, its caches warm, for a message due at once); idle: a
-        function called between polls."""
+        function called between polls (neither applies while a mailbox is
+        in use: the wait there is a spin without system calls)."""
+        if self.box is not None and not self.box.writer:
+            from .mailbox import MailboxError
+            try:
+                obj = self.box.get(alive=self._alive)
+            except MailboxError as exc:
+                raise ProtocolError(str(exc)) from exc
+            if obj is None:
+                raise PeerLost("the other side closed the channel")
+            if obj.get("op") != "socket":
+                return obj, []
+            spin = 0.0  # the message itself follows on the socket
         got = self._poll(spin, idle) if spin > 0 else None
         try:
             if got is None:
@@ -93,6 +119,16 @@ class Peer:
                     idle()
             except ConnectionResetError as exc:
                 raise PeerLost(str(exc)) from exc
+
+    def _alive(self):
+        """While waiting on the mailbox: False once the other side closed
+        the socket (nothing else arrives there meanwhile)."""
+        try:
+            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
 
     def close(self):
         self.sock.close()

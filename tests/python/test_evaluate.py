@@ -295,6 +295,35 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class MailboxTest(unittest.TestCase):
+    """MKB_JUDGE_GO=mailbox: the timed loop's messages through shared memory,
+    every output still checked, the socket back for what follows."""
+
+    def test_timed_loop_through_the_box_then_the_socket_again(self):
+        from unittest import mock
+        with mock.patch.dict(os.environ, {"MKB_JUDGE_GO": "mailbox"}):
+            boxed, _ = run(KERNEL, timed=6)
+        self.assertEqual(boxed["status"], "passed", boxed["reason"])
+        self.assertEqual(boxed["timing"]["go"], {"channel": "mailbox"})
+        self.assertIsNone(_CANDIDATE.peer.box)
+        # the same candidate process, next evaluation over the socket: the
+        # same calls and checks
+        result, _ = run(KERNEL, timed=6)
+        self.assertEqual(result["status"], "passed", result["reason"])
+        self.assertNotIn("go", result["timing"])
+        self.assertEqual(boxed["outputs_checked"], result["outputs_checked"])
+        self.assertEqual(boxed["timed_calls"], 6)
+
+    def test_a_wrong_output_is_still_caught(self):
+        from unittest import mock
+        bad = KERNEL.replace("    return y.to(hidden_states.dtype)",
+                             "    return (y * (1.5 if len(CALLS) > 12 else 1.0)).to(hidden_states.dtype)")
+        with mock.patch.dict(os.environ, {"MKB_JUDGE_GO": "mailbox"}):
+            result, _ = run(bad, timed=6)
+        self.assertEqual(result["status"], "failed")
+        self.assertRegex(result["reason"], "warm-up|timed call|re-check")
+
+
 class CrowdedGpuTest(unittest.TestCase):
     """A candidate's out-of-memory beside a checker that holds most of the
     GPU for the problem's own data is the machine's (infra_error), measured

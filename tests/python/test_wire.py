@@ -83,5 +83,87 @@ class WireTest(unittest.TestCase):
             b.send({"x": "y" * wire.MAX_MESSAGE})
 
 
+class MailboxTest(unittest.TestCase):
+    """The timed loop's channel from checker to candidate through shared
+    memory (MKB_JUDGE_GO=mailbox): messages without descriptors through the
+    box, with descriptors through the socket, announced in the box; the
+    candidate's end can neither write nor resize it."""
+
+    def setUp(self):
+        from mkb_grader import mailbox
+        self.mailbox = mailbox
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.checker, self.candidate = wire.Peer(a.detach()), wire.Peer(b.detach(), accept_fds=True)
+        self.addCleanup(self.checker.close)
+        self.addCleanup(self.candidate.close)
+        self.checker.box = mailbox.Mailbox()
+        self.addCleanup(self.checker.box.close)
+        self.candidate.box = mailbox.Mailbox(os.dup(self.checker.box.fd))
+        self.addCleanup(self.candidate.box.close)
+
+    def test_messages_through_the_box_in_order(self):
+        for n in range(3):
+            self.checker.send({"op": "go", "n": n})
+            self.assertEqual(self.candidate.recv(), ({"op": "go", "n": n}, []))
+        # nothing went through the socket
+        with self.assertRaises(BlockingIOError):
+            self.candidate.sock.recv(1, socket.MSG_DONTWAIT)
+        # replies do
+        self.candidate.send({"ok": True})
+        self.assertEqual(self.checker.recv(timeout=1), ({"ok": True}, []))
+
+    def test_a_message_sent_while_the_candidate_spins(self):
+        t = later(0.05, lambda: self.checker.send({"op": "go"}))
+        msg, _ = self.candidate.recv()
+        t.join()
+        self.assertEqual(msg, {"op": "go"})
+
+    def test_descriptors_still_through_the_socket(self):
+        r, w = os.pipe()
+        try:
+            self.checker.send({"op": "arena"}, fds=(r,))
+            msg, fds = self.candidate.recv()
+            self.assertEqual(msg, {"op": "arena"})
+            self.assertEqual(len(fds), 1)
+            os.close(fds[0])
+            self.checker.send({"op": "go"})  # and the box again after it
+            self.assertEqual(self.candidate.recv(), ({"op": "go"}, []))
+        finally:
+            os.close(r)
+            os.close(w)
+
+    def test_the_checker_leaving_ends_the_wait(self):
+        later(0.05, self.checker.sock.close).join()
+        t0 = time.perf_counter()
+        with self.assertRaises(wire.PeerLost):
+            self.candidate.recv()
+        self.assertLess(time.perf_counter() - t0, 5)
+
+    def test_the_candidate_cannot_write_or_resize_the_box(self):
+        with self.assertRaises(TypeError):
+            self.candidate.box.mem[0:8] = bytes(8)
+        with self.assertRaises(PermissionError):
+            os.ftruncate(self.candidate.box.fd, 0)
+        import mmap
+        try:
+            mmap.mmap(self.candidate.box.fd, self.mailbox.SIZE, mmap.MAP_SHARED, mmap.PROT_WRITE)
+        except PermissionError:
+            pass  # the future-write seal (Linux 5.1 and later)
+        else:
+            self.skipTest("this kernel has no future-write seal")
+
+    def test_over_the_box(self):
+        with self.assertRaises(wire.ProtocolError):
+            self.checker.send({"x": "y" * self.mailbox.SIZE})
+
+    def test_garbage_in_the_box_is_a_protocol_error(self):
+        box = self.checker.box
+        box.mem[16:18] = b"[1"
+        box.mem[8:12] = (2).to_bytes(4, "little")
+        box.mem[0:8] = (1).to_bytes(8, "little")
+        with self.assertRaises(wire.ProtocolError):
+            self.candidate.recv()
+
+
 if __name__ == "__main__":
     unittest.main()
