@@ -17,6 +17,12 @@ CALLS calls each in turn, ROUNDS rounds, so drift touches them all alike:
   pp+eager     as pp, the parent running the reference on inputs of its own
                (on a GPU in its own CUDA context) before each call, as the
                checker times the eager baseline
+  NAME+gap     as NAME, the parent spinning --gap-ms before each call
+               instead (time passing, no work of its own)
+  NAME+gpusleep  as NAME, the parent keeping the GPU busy for --gap-ms
+               (one sleep kernel in its own CUDA context) and waiting for it
+  NAME+cpueager  as NAME, the parent running the reference on CPU copies of
+               inputs (torch's dispatch on the CPU, no GPU work)
   NAME+prime   as NAME, the child calling solve on the last call's inputs
                when the empty round trip arrives (MKB_JUDGE_PRIME=1)
   NAME+goprime as NAME, the child calling solve on the last call's inputs
@@ -35,7 +41,8 @@ CALLS calls each in turn, ROUNDS rounds, so drift touches them all alike:
                back through the socket, the parent asleep in recv
 
     python tools/pingpong_probe.py [--kernel K] [--problem-dir D] [--workload smoke]
-        [--device cuda|cpu] [--calls 50] [--rounds 3] [--conditions one,pp,...] [--json]
+        [--device cuda|cpu] [--calls 50] [--rounds 3] [--conditions one,pp,...] [--gap-ms 0.15]
+        [--json]
 
 Prints one row per condition: the median call of each round (CUDA events
 around the call on a GPU, the CPU's clock with --device cpu), the CPU time
@@ -55,7 +62,7 @@ sys.path.insert(0, os.path.join(ROOT, "grader"))
 
 DEFAULT_CONDITIONS = ("one,pp,pp+prime,pp+block,pp+block+prime,pp+eager+block,pp+eager+block+prime,"
                       "pp+eager+block+arena,pp+eager+block+prime+arena")
-MODIFIERS = ("block", "eager", "prime", "goprime", "arena", "shm")
+MODIFIERS = ("block", "eager", "gap", "gpusleep", "cpueager", "prime", "goprime", "arena", "shm")
 POOL = 4  # input sets the child makes up front and copies from, as from an arena
 
 
@@ -256,6 +263,11 @@ def parent(args):
         socket.send_fds(mine, [json.dumps({"op": "arena", "size": shared.size, "where": where}).encode()],
                         [shared.fd])
         received(mine.recv(1 << 16))
+    # cycles of torch.cuda._sleep for --gap-ms at the GPU's top clock
+    sleep_cycles = int(args.gap_ms * 1e-3 * torch.cuda.get_device_properties(0).clock_rate * 1e3) \
+        if args.device == "cuda" else 0
+    cpu_inputs = [problem.make_inputs(7000 + s, "cpu")[1] for s in range(POOL)] \
+        if any("+cpueager" in n for n in names) else []
     rows = {n: [] for n in names}  # condition -> per round: [(ms, cpu)]
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
 
@@ -266,6 +278,7 @@ def parent(args):
         blocking, prime, eager = "+block" in name, "+prime" in name, "+eager" in name
         goprime = "+goprime" in name
         through = "+arena" in name
+        gap, gpusleep, cpueager = "+gap" in name, "+gpusleep" in name, "+cpueager" in name
         recv = (lambda: received(mine.recv(1 << 16))) if blocking else (lambda: poll(mine))
         ask = lambda m: (send(mine, m), json.loads(recv()))[1]  # noqa: E731
         if "+shm" in name:
@@ -283,6 +296,15 @@ def parent(args):
                 _, inputs = problem.make_inputs(200_000 + i, args.device)
                 problem.reference(*inputs)
                 sync()
+            if gap:
+                until = time.perf_counter() + args.gap_ms / 1e3
+                while time.perf_counter() < until:
+                    pass
+            if gpusleep:
+                torch.cuda._sleep(sleep_cycles)
+                sync()
+            if cpueager:
+                problem.reference(*cpu_inputs[i % POOL])
             ask({"op": "rt", "prime": prime})
             go = {"op": "go", "i": i, "goprime": goprime}
             if through:  # the judge's stage_inputs, then the inputs travel with the "go"
@@ -316,6 +338,7 @@ def main():
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--conditions", default=DEFAULT_CONDITIONS)
+    ap.add_argument("--gap-ms", type=float, default=0.15, help="+gap and +gpusleep: how long")
     ap.add_argument("--json", action="store_true", help="also one JSON line per condition")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -323,6 +346,8 @@ def main():
         base, *mods = name.split("+")
         if base not in ("one", "pp") or any(m not in MODIFIERS for m in mods) or (base == "one" and mods):
             ap.error(f"unknown condition {name!r}: one, or pp with " + ", ".join("+" + m for m in MODIFIERS))
+        if "gpusleep" in mods and args.device != "cuda":
+            ap.error(f"condition {name!r}: +gpusleep needs --device cuda")
     if args.child is not None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=args.child)
         child = Child(args)

@@ -131,18 +131,21 @@ PY
 
 expect 'tools/pingpong_probe.py: the judge'"'"'s loop without the judge, one row per condition, each round timed' '
 	"$TOP/build/python" "$TOP/tools/pingpong_probe.py" --device cpu --calls 5 --rounds 2 \
-		--conditions one,pp,pp+block+prime,pp+eager+block,pp+shm,pp+eager+block+shm+arena --json >probe.txt 2>rows.txt
+		--conditions one,pp,pp+block+prime,pp+eager+block,pp+shm,pp+eager+block+shm+arena,pp+gap+shm,pp+cpueager --json >probe.txt 2>rows.txt
 	python3 - <<PY
 import json
 rows = [json.loads(l) for l in open("rows.txt") if l.startswith("{")]
 assert [r["condition"] for r in rows] == ["one", "pp", "pp+block+prime", "pp+eager+block", "pp+shm",
-                                          "pp+eager+block+shm+arena"], rows
+                                          "pp+eager+block+shm+arena", "pp+gap+shm", "pp+cpueager"], rows
 assert all(len(r["round_medians_ms"]) == 2 and all(m > 0 for m in r["round_medians_ms"]) for r in rows), rows
 PY
 	grep -q "^| pp+eager+block | " probe.txt
 	rc=0; "$TOP/build/python" "$TOP/tools/pingpong_probe.py" --device cpu --conditions one,pp+sleep >out.txt 2>err.txt || rc=$?
 	[ "$rc" = 2 ]
 	grep -q "unknown condition .pp+sleep." err.txt
+	rc=0; "$TOP/build/python" "$TOP/tools/pingpong_probe.py" --device cpu --conditions pp+gpusleep >out.txt 2>err.txt || rc=$?
+	[ "$rc" = 2 ]
+	grep -q "+gpusleep needs --device cuda" err.txt
 '
 
 expect 'gpu_batch.sh layout (TORCH=1): the probe per problem'"'"'s torch stand-in, rows labelled, the tables consolidated under OUT' '
