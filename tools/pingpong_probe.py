@@ -5,8 +5,10 @@ and a child for the candidate, joined by a SOCK_SEQPACKET pair as they are,
 with no sandbox, no shared arenas and no checks. Conditions, one block of
 CALLS calls each in turn, ROUNDS rounds, so drift touches them all alike:
 
-  one          the child alone, as the old judge's loop: inputs made just
-               before each call, then the call, CALLS times in a row
+  one          the child alone: inputs made just before each call, then the
+               call, CALLS times in a row
+  old          the child alone as the old judge's loop: inputs made, the
+               eager reference timed on them, then the call
   pp           each call handed over as the judge does: an empty round trip,
                then a "go"; the parent polls for each reply, the child polls
                for each message, copies a set of inputs made earlier into
@@ -15,8 +17,8 @@ CALLS calls each in turn, ROUNDS rounds, so drift touches them all alike:
                switch), synchronises and times the call
   pp+block     as pp, the parent sleeping in recv (the judge's default)
   pp+eager     as pp, the parent running the reference on inputs of its own
-               (on a GPU in its own CUDA context) before each call, as the
-               checker times the eager baseline
+               (on a GPU in its own CUDA context) before each call, timed as
+               the checker times the eager baseline (the "eager ms" column)
   NAME+gap     as NAME, the parent spinning --gap-ms before each call
                instead (time passing, no work of its own)
   NAME+gpusleep  as NAME, the parent keeping the GPU busy for --gap-ms
@@ -97,6 +99,26 @@ def send(sock, obj):
     sock.send(json.dumps(obj).encode())
 
 
+def timed_call(torch, device, fn, inputs):
+    """fn(*inputs) timed as the judge times solve: (CUDA events around it
+    after a synchronise on a GPU, else the CPU's clock; ms of the CPU's
+    clock inside the call)."""
+    if device == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        t0 = time.perf_counter()
+        fn(*inputs)
+        t1 = time.perf_counter()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end), (t1 - t0) * 1e3
+    t0 = time.perf_counter()
+    fn(*inputs)
+    t1 = time.perf_counter()
+    return (t1 - t0) * 1e3, (t1 - t0) * 1e3
+
+
 class Mailbox:
     """+shm: messages one way through a shared memfd, no system call on
     either side: [sequence u64][length u32][JSON], the sequence written last
@@ -151,21 +173,7 @@ class Child:
 
     def timed(self, inputs):
         """(events or clock ms, CPU ms inside solve), the judge's way."""
-        torch = self.torch
-        if self.device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            start.record()
-            t0 = time.perf_counter()
-            self.solve(*inputs)
-            t1 = time.perf_counter()
-            end.record()
-            torch.cuda.synchronize()
-            return start.elapsed_time(end), (t1 - t0) * 1e3
-        t0 = time.perf_counter()
-        self.solve(*inputs)
-        t1 = time.perf_counter()
-        return (t1 - t0) * 1e3, (t1 - t0) * 1e3
+        return timed_call(self.torch, self.device, self.solve, inputs)
 
     def fresh(self, i):
         """Set i of the pool copied into fresh tensors, then the judge's one
@@ -198,6 +206,13 @@ class Child:
             if op == "one":
                 rows = [self.timed(self.problem.make_inputs(msg["seed"] + k, self.device)[1])
                         for k in range(msg["calls"])]
+                send(sock, {"rows": rows})
+            elif op == "old":  # the old judge's loop: inputs, the eager reference, the call
+                rows = []
+                for k in range(msg["calls"]):
+                    inputs = self.problem.make_inputs(msg["seed"] + k, self.device)[1]
+                    eager, _ = timed_call(self.torch, self.device, self.problem.reference, inputs)
+                    rows.append((*self.timed(inputs), eager))
                 send(sock, {"rows": rows})
             else:
                 send(sock, self.step(msg))
@@ -272,8 +287,8 @@ def parent(args):
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
 
     def block(name, r):
-        if name == "one":
-            send(mine, {"op": "one", "seed": 100_000 * (r + 1), "calls": args.calls})
+        if name in ("one", "old"):
+            send(mine, {"op": name, "seed": 100_000 * (r + 1), "calls": args.calls})
             return [tuple(x) for x in json.loads(poll(mine))["rows"]]
         blocking, prime, eager = "+block" in name, "+prime" in name, "+eager" in name
         goprime = "+goprime" in name
@@ -292,10 +307,10 @@ def parent(args):
                 ask = lambda m: (box.put(0, m), box.get(1))[1]  # noqa: E731
         got = []
         for i in range(args.calls):
-            if eager:
+            eager_ms = None
+            if eager:  # timed as the checker times the eager baseline
                 _, inputs = problem.make_inputs(200_000 + i, args.device)
-                problem.reference(*inputs)
-                sync()
+                eager_ms, _ = timed_call(torch, args.device, problem.reference, inputs)
             if gap:
                 until = time.perf_counter() + args.gap_ms / 1e3
                 while time.perf_counter() < until:
@@ -312,7 +327,7 @@ def parent(args):
                 arena.write(shared, pool[i % POOL], desc)
                 sync()
                 go["desc"] = desc
-            got.append(tuple(ask(go)["row"]))
+            got.append((*ask(go)["row"], eager_ms))
         if "+shm" in name:
             box.put(0, {"op": "done"})
             box.mem.close()
@@ -344,7 +359,7 @@ def main():
     args = ap.parse_args()
     for name in (n.strip() for n in args.conditions.split(",") if n.strip()):
         base, *mods = name.split("+")
-        if base not in ("one", "pp") or any(m not in MODIFIERS for m in mods) or (base == "one" and mods):
+        if base not in ("one", "old", "pp") or any(m not in MODIFIERS for m in mods) or (base != "pp" and mods):
             ap.error(f"unknown condition {name!r}: one, or pp with " + ", ".join("+" + m for m in MODIFIERS))
         if "gpusleep" in mods and args.device != "cuda":
             ap.error(f"condition {name!r}: +gpusleep needs --device cuda")
@@ -355,23 +370,26 @@ def main():
         child.serve(sock)
         return 0
     rows = parent(args)
-    base = statistics.median(statistics.median(ms for ms, _ in blk) for blk in rows["one"]) \
+    base = statistics.median(statistics.median(x[0] for x in blk) for blk in rows["one"]) \
         if "one" in rows else None
     import torch
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({os.cpu_count()} cores)"
     print(f"{where}  {os.path.relpath(args.kernel, ROOT)}  {args.workload}  "
           f"{args.calls} calls x {args.rounds} rounds  ({time.strftime('%Y-%m-%d %H:%M:%S')} UTC)")
-    print("| condition | median ms, each round | CPU in solve() ms | / one |")
-    print("|---|---|---|---|")
+    print("| condition | median ms, each round | CPU in solve() ms | / one | eager ms |")
+    print("|---|---|---|---|---|")
     for name, blocks in rows.items():
-        meds = [statistics.median(ms for ms, _ in blk) for blk in blocks]
-        cpu = statistics.median(c for blk in blocks for _, c in blk)
+        meds = [statistics.median(x[0] for x in blk) for blk in blocks]
+        cpu = statistics.median(x[1] for blk in blocks for x in blk)
+        eager = [x[2] for blk in blocks for x in blk if len(x) > 2 and x[2] is not None]
+        eager = statistics.median(eager) if eager else None
         ratio = f"{statistics.median(meds) / base:.2f}" if base else "-"
-        print(f"| {name} | {' '.join(f'{m:.4f}' for m in meds)} | {cpu:.4f} | {ratio} |")
+        print(f"| {name} | {' '.join(f'{m:.4f}' for m in meds)} | {cpu:.4f} | {ratio} | "
+              f"{'-' if eager is None else f'{eager:.4f}'} |")
         if args.json:
             print(json.dumps({"condition": name, "kernel": os.path.relpath(args.kernel, ROOT),
                               "workload": args.workload, "device": where, "round_medians_ms": meds,
-                              "cpu_in_solve_ms": cpu}), file=sys.stderr)
+                              "cpu_in_solve_ms": cpu, "eager_ms": eager}), file=sys.stderr)
     return 0
 
 

@@ -131,13 +131,15 @@ PY
 
 expect 'tools/pingpong_probe.py: the judge'"'"'s loop without the judge, one row per condition, each round timed' '
 	"$TOP/build/python" "$TOP/tools/pingpong_probe.py" --device cpu --calls 5 --rounds 2 \
-		--conditions one,pp,pp+block+prime,pp+eager+block,pp+shm,pp+eager+block+shm+arena,pp+gap+shm,pp+cpueager --json >probe.txt 2>rows.txt
+		--conditions one,old,pp,pp+block+prime,pp+eager+block,pp+shm,pp+eager+block+shm+arena,pp+gap+shm,pp+cpueager --json >probe.txt 2>rows.txt
 	python3 - <<PY
 import json
 rows = [json.loads(l) for l in open("rows.txt") if l.startswith("{")]
-assert [r["condition"] for r in rows] == ["one", "pp", "pp+block+prime", "pp+eager+block", "pp+shm",
+assert [r["condition"] for r in rows] == ["one", "old", "pp", "pp+block+prime", "pp+eager+block", "pp+shm",
                                           "pp+eager+block+shm+arena", "pp+gap+shm", "pp+cpueager"], rows
 assert all(len(r["round_medians_ms"]) == 2 and all(m > 0 for m in r["round_medians_ms"]) for r in rows), rows
+# the eager reference is timed where it runs (the old loop, the parent with +eager), nowhere else
+assert [r["condition"] for r in rows if r["eager_ms"]] == ["old", "pp+eager+block", "pp+eager+block+shm+arena"], rows
 PY
 	grep -q "^| pp+eager+block | " probe.txt
 	rc=0; "$TOP/build/python" "$TOP/tools/pingpong_probe.py" --device cpu --conditions one,pp+sleep >out.txt 2>err.txt || rc=$?
