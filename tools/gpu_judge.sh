@@ -24,7 +24,8 @@
 #                                   PRIME=1 add MKB_JUDGE_WAIT=hot and MKB_JUDGE_PRIME=1 rows;
 #                                   VARIANTS="ENV=V ...;...": a row per ;-separated set of settings)
 #   tools/gpu_judge.sh pingpong     tools/pingpong_probe.py on the torch stand-ins of 28 and 36
-#                                   (smoke; no judge, no DSL; PROBE_FLAGS: more of its flags)
+#                                   (smoke; no judge, no DSL; PROBE_FLAGS: more of its flags;
+#                                   PROBE_KERNELS="P:file ...", PROBE_WORKLOADS: others)
 #   tools/gpu_judge.sh gap          why the new judge reads small kernels slower:
 #                                   tools/timing_probe.py on 28 (both DSLs; PROBE_DSLS=
 #                                   picks, PROBE_CONDITIONS= its --conditions), then
@@ -219,13 +220,18 @@ torch)
 pingpong)
 	# tools/pingpong_probe.py (no judge, no DSL) on the torch stand-ins of
 	# 28 and 36, smoke workload (launch-bound); PROBE_FLAGS: more of its
-	# flags. Its JSON lines go to $rows, its tables to $OUT/pingpong.md.
-	for pk in "28 mlp_norm/28_fused_add_rmsnorm" "36 mlp_norm/36_rmsnorm"; do
-		read -r p d <<<"$pk"
-		# shellcheck disable=SC2086 # PROBE_FLAGS is words on purpose
-		"$MKB_PYTHON" tools/pingpong_probe.py --kernel "tests/kernels/${p}_torch_ok.py" \
-			--problem-dir "problems/$d" --workload smoke --json ${PROBE_FLAGS:-} \
-			2>>"$rows" | tee -a "$OUT/pingpong.md" >&2
+	# flags; PROBE_KERNELS: other "problem:kernel file" pairs (for example
+	# 36:tests/kernels/36_one_launch.py, one launch a call, as a fused DSL
+	# kernel); PROBE_WORKLOADS: other workloads. Its JSON lines go to $rows,
+	# its tables to $OUT/pingpong.md.
+	for pk in ${PROBE_KERNELS:-28:tests/kernels/28_torch_ok.py 36:tests/kernels/36_torch_ok.py}; do
+		p=${pk%%:*} k=${pk#*:}
+		d=$(cd problems && ls -d ./*/"${p}"_* | head -1) && [ -f "$k" ] || { log "pingpong: no problem $p or no $k"; exit 2; }
+		for wl in ${PROBE_WORKLOADS:-smoke}; do
+			# shellcheck disable=SC2086 # PROBE_FLAGS is words on purpose
+			"$MKB_PYTHON" tools/pingpong_probe.py --kernel "$k" --problem-dir "problems/${d#./}" --workload "$wl" \
+				--json ${PROBE_FLAGS:-} 2>>"$rows" | tee -a "$OUT/pingpong.md" >&2
+		done
 	done
 	# MPS=1: the daemon's servers now (one while its clients ran; none: the
 	# probe's processes did not reach it)
