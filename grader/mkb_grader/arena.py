@@ -15,6 +15,7 @@ Only the arenas are shared: no other memory of the checker's is reachable
 Descriptions are plain JSON: {"k": "tensor", "dtype", "shape", "stride",
 "off", "span"} | {"k": "tuple"|"list", "items": [...]} | {"k": "scalar",
 "v": value} | {"k": "other", "type": name}."""
+import fcntl
 import mmap
 import os
 
@@ -58,8 +59,12 @@ class Arena:
         self.size = max(int(size), ALIGN)
         self.owner = fd is None
         if fd is None:
-            fd = os.memfd_create("mkb-arena", os.MFD_CLOEXEC)
+            fd = os.memfd_create("mkb-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, self.size)
+            # The candidate holds the descriptor too: a shrunk file would
+            # fault (SIGBUS) the checker's next write into its mapping
+            # (tests/adversarial/shrink_shared.py).
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         elif os.fstat(fd).st_size < self.size:
             raise ValueError("arena descriptor is smaller than announced")
         self.fd = fd
