@@ -27,10 +27,13 @@ Messages from the checker, one reply each:
   without sleeping for at most that long (with keep, the GPU kept busy).
   {"op": "gc", "freeze": true}                         no garbage collection until
                                                       the next import
-  {"op": "mailbox"} + 1 fd                             the checker's messages come
-                                                      through this box from now on
+  {"op": "mailbox"} + 1 or 2 fds                       the checker's messages come
+                                                      through the first box from the
+                                                      next one on, and with a second,
+                                                      the replies go through it
                                                       (mailbox.py; "mapped": false and
-                                                      "why" where it cannot be mapped)
+                                                      "why" where they cannot be mapped);
+                                                      answered through the socket
   {"op": "mailbox", "off": true} (through the box)     back to the socket
   {"op": "launch", "dry": bool} + 2 fds                (before import) the launch
                                                       recorder for cuInit: {"installed"}
@@ -69,6 +72,7 @@ class Runner:
         self.arrived_at = self.answered_at = None  # the "wait" phase of a call
         self.last_inputs = None  # (prime) the last call's inputs
         self.affinity = None  # this thread's cores before it was pinned
+        self.switch = None  # (box in, box out) to use once a mailbox message is answered
 
     def op_arena(self, msg, fds):
         from . import arena, vmm
@@ -113,25 +117,38 @@ class Runner:
 
     def op_mailbox(self, msg, fds):
         """The checker's messages through shared memory from the next one
-        on (MKB_JUDGE_GO=mailbox), or, with "off", through the socket
-        again; replies stay on the socket."""
+        on (MKB_JUDGE_GO=mailbox; with a second descriptor, this process's
+        replies too: MKB_JUDGE_REPLY=mailbox), or, with "off", through the
+        socket again. The reply to this message itself goes through the
+        socket, and the switch happens after it (serve)."""
         from .mailbox import Mailbox, MailboxError
-        old = self.peer.box
         if msg.get("off"):
-            self.peer.box = None
-        elif len(fds) != 1:
+            self.switch = (None, None)
+            return {"ok": True, "mapped": False}
+        if len(fds) not in (1, 2):
             for fd in fds:
                 os.close(fd)
-            return {"error": "mailbox message without its descriptor", "cuda": False}
-        else:
-            try:
-                self.peer.box = Mailbox(fds[0])
-            except MailboxError as exc:
-                os.close(fds[0])
-                return {"ok": True, "mapped": False, "why": str(exc)[:200]}
-        if old is not None:
-            old.close()
-        return {"ok": True, "mapped": self.peer.box is not None}
+            return {"error": "mailbox message without its descriptors", "cuda": False}
+        made = []
+        try:
+            for fd, writer in zip(fds, (False, True)):
+                made.append(Mailbox(fd, writer=writer))
+        except MailboxError as exc:
+            for box in made:
+                box.close()
+            for fd in fds[len(made):]:
+                os.close(fd)
+            return {"ok": True, "mapped": False, "why": str(exc)[:200]}
+        self.switch = (made[0], made[1] if len(made) > 1 else None)
+        return {"ok": True, "mapped": True}
+
+    def apply_switch(self):
+        """After answering a mailbox message: its boxes in use, the old ones closed."""
+        (box_in, box_out), self.switch = self.switch, None
+        for old in (self.peer.box_in, self.peer.box_out):
+            if old is not None and old not in (box_in, box_out):
+                old.close()
+        self.peer.box_in, self.peer.box_out = box_in, box_out
 
     def op_gc(self, msg, fds):
         import gc
@@ -373,7 +390,9 @@ class Runner:
                 reply = {"error": f"unknown op {msg.get('op')!r}", "cuda": False}
             else:
                 reply = op(msg, fds)
-            self.peer.send(reply)
+            self.peer.send(reply, socket_only=msg.get("op") == "mailbox")
+            if self.switch is not None:
+                self.apply_switch()
             self.answered_at = time.perf_counter()
 
 

@@ -90,9 +90,12 @@ class Knobs:
     - MKB_JUDGE_GO=mailbox: from the warm-up to the last timed call the
       checker's messages reach the candidate through shared memory
       (mailbox.py), on which the candidate spins, instead of the socket it
-      polls with a system call per look; replies stay on the socket.
-      Recorded as timing.go ("socket" or "mailbox", with "why" where the
-      box could not be used)."""
+      polls with a system call per look; replies stay on the socket unless
+      MKB_JUDGE_REPLY=mailbox (then through a second box the candidate
+      writes and the checker spins on, reading a copy of each reply).
+      Recorded as timing.go: {"channel": "mailbox", "replies": "socket" or
+      "mailbox"}, or {"channel": "socket", "why"} where the boxes could not
+      be used."""
 
     def __init__(self, env):
         wait = env.get("MKB_JUDGE_WAIT")
@@ -102,6 +105,7 @@ class Knobs:
         self.warm = prep if prep in ("warm", "touch") else False
         self.keep = env.get("MKB_JUDGE_KEEP") == "1"
         self.reply_spin_s = SPIN_S if env.get("MKB_JUDGE_REPLY") == "spin" else 0.0
+        self.reply_box = env.get("MKB_JUDGE_REPLY") == "mailbox"
         self.repeat = env.get("MKB_JUDGE_REPEAT") == "1"
         self.prime = env.get("MKB_JUDGE_PRIME") == "1"
         self.go = "mailbox" if env.get("MKB_JUDGE_GO") == "mailbox" else "socket"
@@ -668,35 +672,50 @@ class Evaluation:
 
     def _go_channel(self, mailbox):
         """(MKB_JUDGE_GO=mailbox) the checker's messages through a mailbox
-        from now on, or (False) through the socket again. Where the box
-        cannot be made or mapped the socket stays, and timing.go says why."""
+        from now on, and with MKB_JUDGE_REPLY=mailbox the candidate's replies
+        through a second one; or (False) both through the socket again.
+        Where the boxes cannot be made or mapped the socket stays, and
+        timing.go says why. The mailbox messages' own replies come through
+        the socket."""
         from . import mailbox as mb
+        peer = self.peer
         if not mailbox:
-            if self.peer.box is not None:
+            if peer.box_out is not None:
+                box_in, peer.box_in = peer.box_in, None
                 self.ask({"op": "mailbox", "off": True})
-                box, self.peer.box = self.peer.box, None
-                box.close()
+                box_out, peer.box_out = peer.box_out, None
+                for box in (box_in, box_out):
+                    if box is not None:
+                        box.close()
             return
         self.go = {"channel": "socket"}
         if not mb.available():
             self.go["why"] = "the mailbox needs x86-64's memory order"
             return
+        boxes = []
         try:
-            box = mb.Mailbox()
+            boxes.append(mb.Mailbox.make(checker_writes=True))
+            if self.knobs.reply_box:
+                boxes.append(mb.Mailbox.make(checker_writes=False))
         except mb.MailboxError as exc:
+            for box in boxes:
+                box.close()
             self.go["why"] = str(exc)[:200]
             return
         try:
-            reply = self.ask({"op": "mailbox"}, fds=(box.fd,))
+            reply = self.ask({"op": "mailbox"}, fds=[box.fd for box in boxes])
         except Outcome:
-            box.close()
+            for box in boxes:
+                box.close()
             raise
         if reply.get("mapped") is not True:
-            box.close()
+            for box in boxes:
+                box.close()
             self.go["why"] = f"candidate: {str(reply.get('why'))[:200]}"
             return
-        self.peer.box = box
-        self.go = {"channel": "mailbox"}
+        peer.box_out = boxes[0]
+        peer.box_in = boxes[1] if len(boxes) > 1 else None
+        self.go = {"channel": "mailbox", "replies": "mailbox" if peer.box_in else "socket"}
 
     def _gc_freeze(self):
         """(ours, gc_freeze) No garbage collection in either process from the

@@ -7,19 +7,24 @@ colder than the last call of solve left them (on the CPU test machine the
 hand-over made a launch-bound call 1.5x slower, a mailbox 1.1x:
 tools/pingpong_probe.py +shm). Here the candidate spins on a sequence number
 in a page it can only read, and nothing between two calls enters the kernel.
-Replies still go through the socket: the checker sleeps in recv as before.
+Replies go through the socket (the checker asleep in recv), or with
+MKB_JUDGE_REPLY=mailbox through a second box the candidate writes and the
+checker spins on, reading a copy of it as it reads a socket message.
 
-Layout of the one box: [sequence u64][length u32][pad u32][JSON]. The writer
+Layout of a box: [sequence u64][length u32][pad u32][JSON]. The writer
 stores the JSON and its length, then the sequence; the reader spins until
 the sequence is the next one, then reads the JSON. x86-64 keeps stores in
 order and loads in order, which is all this needs; elsewhere the judge
 keeps the socket (available()). The checker writes a message only after the
 reply to the one before it arrived, so no message is overwritten while read.
 
-Nothing the candidate does to its mapping can reach the checker: the box is
-sealed against writes through any new mapping and against resizing (a
-shrunk memfd would fault the checker's next write), and the checker never
-reads it."""
+Nothing the candidate does to a box can reach the checker beyond what a
+socket message could: the checker makes both boxes and seals them against
+resizing (a shrunk memfd would fault the next store into it); its own box
+also against writes through any new mapping, so the candidate's mapping of
+it is read-only; the candidate's box it maps read-only, takes a copy of
+each message before parsing it, and gives up on it at the candidate's
+time budget."""
 import fcntl
 import json
 import mmap
@@ -42,30 +47,50 @@ def available():
 
 
 class Mailbox:
-    """The checker's end (fd None: it makes the box; .fd is the descriptor to
-    send) or the candidate's (fd: the descriptor it received, mapped
-    read-only)."""
+    """One end of a box. Mailbox.make(...) is the checker's: it makes every
+    box, so that it alone chooses the seals, and sends .fd. Mailbox(fd,
+    writer) maps a received (or the checker's own) descriptor, for writing
+    or read-only."""
 
-    def __init__(self, fd=None):
-        self.writer = fd is None
+    def __init__(self, fd, writer):
+        self.writer = writer
         try:
-            if self.writer:
-                fd = os.memfd_create("mkb-mailbox", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-                os.ftruncate(fd, SIZE)
-                self.mem = mmap.mmap(fd, SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-                seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
-                try:
-                    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals | F_SEAL_FUTURE_WRITE)
-                except OSError:  # a kernel before 5.1: no future-write seal
-                    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
-            else:
-                if os.fstat(fd).st_size < SIZE:
-                    raise MailboxError("mailbox descriptor is smaller than the box")
-                self.mem = mmap.mmap(fd, SIZE, mmap.MAP_SHARED, mmap.PROT_READ)
+            if os.fstat(fd).st_size < SIZE:
+                raise MailboxError("mailbox descriptor is smaller than the box")
+            prot = mmap.PROT_READ | (mmap.PROT_WRITE if writer else 0)
+            self.mem = mmap.mmap(fd, SIZE, mmap.MAP_SHARED, prot)
         except (OSError, ValueError) as exc:
             raise MailboxError(f"mailbox: {exc}") from exc
         self.fd = fd
         self.seq = 0  # the last sequence written (writer) or read (reader)
+
+    @classmethod
+    def make(cls, checker_writes=True):
+        """A new box, the checker's end. checker_writes: the checker's
+        messages to the candidate, sealed against writes through any later
+        mapping (the candidate's can only read); else the candidate's
+        replies, which the checker maps read-only and reads only as a copy.
+        Either way sealed against resizing: a shrunk box would fault its
+        writer's next store."""
+        try:
+            fd = os.memfd_create("mkb-mailbox", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        except OSError as exc:
+            raise MailboxError(f"mailbox: {exc}") from exc
+        try:
+            os.ftruncate(fd, SIZE)
+            box = cls(fd, writer=checker_writes)
+            seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+            if checker_writes:
+                try:
+                    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals | F_SEAL_FUTURE_WRITE)
+                    return box
+                except OSError:  # a kernel before 5.1: no future-write seal
+                    pass
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+            return box
+        except (OSError, MailboxError) as exc:
+            os.close(fd)
+            raise MailboxError(f"mailbox: {exc}") from exc
 
     def put(self, obj):
         """Write one message (a JSON object); the reader sees it once the
@@ -78,27 +103,32 @@ class Mailbox:
         self.seq += 1
         self.mem[0:8] = self.seq.to_bytes(8, "little")
 
-    def get(self, alive=None, every_s=0.5):
+    def get(self, alive=None, every_s=0.5, deadline=None):
         """The next message, spinning without a system call until it comes;
         every every_s seconds alive() is asked (a system call of the
-        caller's: is the checker still there?) and a False ends the wait with
-        None. Reads what the writer sent as JSON; anything else is a
-        MailboxError."""
+        caller's: is the other side still there?) and a False ends the wait
+        with None, as does passing deadline (time.perf_counter) with
+        TimeoutError. What the box holds is read once, as a copy, and must
+        be one JSON object within the cap; anything else is a MailboxError
+        (the writer may be the candidate)."""
         mem, want = self.mem, self.seq + 1
         check = time.perf_counter() + every_s  # vDSO: no system call
         n = 0
         while int.from_bytes(mem[0:8], "little") != want:
             n += 1
-            if n & 0x3FFF == 0 and alive is not None and time.perf_counter() > check:
-                if not alive():
+            if n & 0x3FFF == 0 and time.perf_counter() > check:
+                if alive is not None and not alive():
                     return None
+                if deadline is not None and time.perf_counter() > deadline:
+                    raise TimeoutError("no message in the mailbox")
                 check = time.perf_counter() + every_s
         self.seq = want
         size = int.from_bytes(mem[8:12], "little")
         if size > SIZE - HEADER:
             raise MailboxError("mailbox message length out of range")
+        data = mem[HEADER:HEADER + size]  # a copy: later stores cannot change what is parsed
         try:
-            obj = json.loads(mem[HEADER:HEADER + size])
+            obj = json.loads(data)
         except (ValueError, UnicodeDecodeError) as exc:
             raise MailboxError(f"mailbox message is not JSON: {exc}") from exc
         if not isinstance(obj, dict):

@@ -1,9 +1,11 @@
 """The channel between the checker and the candidate process: one JSON object
 per SOCK_SEQPACKET message, file descriptors only from checker to candidate.
-While a mailbox is in use (mailbox.py: the timed loop with
-MKB_JUDGE_GO=mailbox) the checker's messages go through it instead, a
-message with descriptors still through the socket, announced in the box by
-{"op": "socket"}; replies always come through the socket.
+While mailboxes are in use (mailbox.py: the timed loop with
+MKB_JUDGE_GO=mailbox) a side's messages go through its outgoing box
+instead (a message with descriptors still through the socket, announced in
+the box by {"op": "socket"}), and it reads the other side's from its
+incoming box; the candidate's replies use a box only with
+MKB_JUDGE_REPLY=mailbox.
 
 Both ends run this file, but only the checker's copy is trusted: whatever the
 candidate sends is parsed with a size cap, never unpickled, and never carries
@@ -32,16 +34,19 @@ class Peer:
     def __init__(self, fd, accept_fds=False):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=fd)
         self.accept_fds = accept_fds
-        self.box = None  # mailbox.Mailbox while the checker's messages go through one
+        # mailbox.Mailbox ends while messages go through boxes: this side's
+        # messages out, the other side's in
+        self.box_out = self.box_in = None
 
-    def send(self, obj, fds=()):
-        if self.box is not None and self.box.writer:
+    def send(self, obj, fds=(), socket_only=False):
+        """One message; through box_out where there is one (socket_only: not)."""
+        if self.box_out is not None and not socket_only:
             from .mailbox import MailboxError
             try:
                 if not fds:
-                    self.box.put(obj)
+                    self.box_out.put(obj)
                     return
-                self.box.put({"op": "socket"})  # descriptors travel only through the socket
+                self.box_out.put({"op": "socket"})  # descriptors travel only through the socket
             except MailboxError as exc:
                 raise ProtocolError(str(exc)) from exc
         data = json.dumps(obj, separators=(",", ":")).encode()
@@ -60,12 +65,16 @@ class Peer:
         stays awake, its caches warm, for a message due at once); idle: a
         function called between polls (neither applies while a mailbox is
         in use: the wait there is a spin without system calls)."""
-        if self.box is not None and not self.box.writer:
+        if self.box_in is not None:
+            import time
             from .mailbox import MailboxError
             try:
-                obj = self.box.get(alive=self._alive)
+                obj = self.box_in.get(alive=self._alive,
+                                      deadline=None if timeout is None else time.perf_counter() + timeout)
             except MailboxError as exc:
                 raise ProtocolError(str(exc)) from exc
+            except TimeoutError as exc:
+                raise PeerTimeout(f"no message within {timeout:.1f} s") from exc
             if obj is None:
                 raise PeerLost("the other side closed the channel")
             if obj.get("op") != "socket":

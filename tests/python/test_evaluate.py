@@ -304,8 +304,9 @@ class MailboxTest(unittest.TestCase):
         with mock.patch.dict(os.environ, {"MKB_JUDGE_GO": "mailbox"}):
             boxed, _ = run(KERNEL, timed=6)
         self.assertEqual(boxed["status"], "passed", boxed["reason"])
-        self.assertEqual(boxed["timing"]["go"], {"channel": "mailbox"})
-        self.assertIsNone(_CANDIDATE.peer.box)
+        self.assertEqual(boxed["timing"]["go"], {"channel": "mailbox", "replies": "socket"})
+        self.assertIsNone(_CANDIDATE.peer.box_out)
+        self.assertIsNone(_CANDIDATE.peer.box_in)
         # the same candidate process, next evaluation over the socket: the
         # same calls and checks
         result, _ = run(KERNEL, timed=6)
@@ -313,6 +314,13 @@ class MailboxTest(unittest.TestCase):
         self.assertNotIn("go", result["timing"])
         self.assertEqual(boxed["outputs_checked"], result["outputs_checked"])
         self.assertEqual(boxed["timed_calls"], 6)
+        # replies through a second box too
+        with mock.patch.dict(os.environ, {"MKB_JUDGE_GO": "mailbox", "MKB_JUDGE_REPLY": "mailbox"}):
+            both, _ = run(KERNEL, timed=6)
+        self.assertEqual(both["status"], "passed", both["reason"])
+        self.assertEqual(both["timing"]["go"], {"channel": "mailbox", "replies": "mailbox"})
+        self.assertEqual(both["outputs_checked"], result["outputs_checked"])
+        self.assertIsNone(_CANDIDATE.peer.box_in)
 
     def test_a_wrong_output_is_still_caught(self):
         from unittest import mock

@@ -87,7 +87,9 @@ class MailboxTest(unittest.TestCase):
     """The timed loop's channel from checker to candidate through shared
     memory (MKB_JUDGE_GO=mailbox): messages without descriptors through the
     box, with descriptors through the socket, announced in the box; the
-    candidate's end can neither write nor resize it."""
+    candidate's end can neither write nor resize it. With
+    MKB_JUDGE_REPLY=mailbox the replies through a second box, which the
+    checker reads as it reads the socket: capped, a copy, with a timeout."""
 
     def setUp(self):
         from mkb_grader import mailbox
@@ -96,10 +98,17 @@ class MailboxTest(unittest.TestCase):
         self.checker, self.candidate = wire.Peer(a.detach()), wire.Peer(b.detach(), accept_fds=True)
         self.addCleanup(self.checker.close)
         self.addCleanup(self.candidate.close)
-        self.checker.box = mailbox.Mailbox()
-        self.addCleanup(self.checker.box.close)
-        self.candidate.box = mailbox.Mailbox(os.dup(self.checker.box.fd))
-        self.addCleanup(self.candidate.box.close)
+        self.box = self.checker.box_out = mailbox.Mailbox.make(checker_writes=True)
+        self.addCleanup(self.checker.box_out.close)
+        self.candidate.box_in = mailbox.Mailbox(os.dup(self.box.fd), writer=False)
+        self.addCleanup(self.candidate.box_in.close)
+
+    def reply_box(self):
+        """MKB_JUDGE_REPLY=mailbox: the candidate's replies through a second box."""
+        self.checker.box_in = self.mailbox.Mailbox.make(checker_writes=False)
+        self.addCleanup(self.checker.box_in.close)
+        self.candidate.box_out = self.mailbox.Mailbox(os.dup(self.checker.box_in.fd), writer=True)
+        self.addCleanup(self.candidate.box_out.close)
 
     def test_messages_through_the_box_in_order(self):
         for n in range(3):
@@ -141,23 +150,55 @@ class MailboxTest(unittest.TestCase):
 
     def test_the_candidate_cannot_write_or_resize_the_box(self):
         with self.assertRaises(TypeError):
-            self.candidate.box.mem[0:8] = bytes(8)
+            self.candidate.box_in.mem[0:8] = bytes(8)
         with self.assertRaises(PermissionError):
-            os.ftruncate(self.candidate.box.fd, 0)
+            os.ftruncate(self.candidate.box_in.fd, 0)
         import mmap
         try:
-            mmap.mmap(self.candidate.box.fd, self.mailbox.SIZE, mmap.MAP_SHARED, mmap.PROT_WRITE)
+            mmap.mmap(self.candidate.box_in.fd, self.mailbox.SIZE, mmap.MAP_SHARED, mmap.PROT_WRITE)
         except PermissionError:
             pass  # the future-write seal (Linux 5.1 and later)
         else:
             self.skipTest("this kernel has no future-write seal")
+
+    def test_replies_through_the_second_box(self):
+        self.reply_box()
+        self.checker.send({"op": "go"})
+        self.assertEqual(self.candidate.recv(), ({"op": "go"}, []))
+        self.candidate.send({"ok": True, "ms": 0.1})
+        self.assertEqual(self.checker.recv(timeout=1), ({"ok": True, "ms": 0.1}, []))
+        # a message of the mailbox protocol's own answered through the socket
+        self.candidate.send({"ok": True, "mapped": False}, socket_only=True)
+        self.checker.box_in, box = None, self.checker.box_in
+        self.assertEqual(self.checker.recv(timeout=1), ({"ok": True, "mapped": False}, []))
+        self.checker.box_in = box
+
+    def test_a_candidate_that_never_replies_times_out(self):
+        self.reply_box()
+        t0 = time.perf_counter()
+        with self.assertRaises(wire.PeerTimeout):
+            self.checker.recv(timeout=0.6)
+        self.assertGreaterEqual(time.perf_counter() - t0, 0.6)
+
+    def test_a_reply_box_of_garbage_or_out_of_bounds(self):
+        self.reply_box()
+        box = self.candidate.box_out
+        box.mem[8:12] = (self.mailbox.SIZE).to_bytes(4, "little")  # longer than the box
+        box.mem[0:8] = (1).to_bytes(8, "little")
+        with self.assertRaises(wire.ProtocolError):
+            self.checker.recv(timeout=1)
+        box.mem[16:20] = b"\xff\xfe{}"
+        box.mem[8:12] = (4).to_bytes(4, "little")
+        box.mem[0:8] = (2).to_bytes(8, "little")
+        with self.assertRaises(wire.ProtocolError):
+            self.checker.recv(timeout=1)
 
     def test_over_the_box(self):
         with self.assertRaises(wire.ProtocolError):
             self.checker.send({"x": "y" * self.mailbox.SIZE})
 
     def test_garbage_in_the_box_is_a_protocol_error(self):
-        box = self.checker.box
+        box = self.checker.box_out
         box.mem[16:18] = b"[1"
         box.mem[8:12] = (2).to_bytes(4, "little")
         box.mem[0:8] = (1).to_bytes(8, "little")
