@@ -14,7 +14,8 @@
 #                                   REPLY=spin: each new row again with MKB_JUDGE_REPLY=spin;
 #                                   LAUNCHES=off: each new row again with --launches off;
 #                                   REPEAT=1: each new row again with MKB_JUDGE_REPEAT=1;
-#                                   PRIME=1: each new row again with MKB_JUDGE_PRIME=1)
+#                                   PRIME=1: each new row again with MKB_JUDGE_PRIME=1;
+#                                   VARIANTS="ENV=V ...;...": a new row per set of settings)
 #   tools/gpu_judge.sh breakdown    problem 28 (torch kernels: no DSL needed): wall
 #                                   time and stage timeline of one evaluation, old and
 #                                   new; then 8 evaluations one at a time and 4 at a
@@ -108,6 +109,18 @@ if [ "${MPS:-}" = 1 ]; then
 	echo "mps: private daemon, pipe $CUDA_MPS_PIPE_DIRECTORY" >>"$OUT/machine-$step.txt"
 fi
 
+# variant_rows LABEL PROBLEM DSL WORKLOAD KERNEL [flags]: with VARIANTS="A=1
+# B=2;C=3", a new-judge row per ;-separated set of settings, labelled with it.
+variant_rows() {
+	local label=$1 p=$2 dsl=$3 wl=$4 k=$5 v
+	shift 5
+	while IFS= read -r -d ';' v; do
+		[ -n "${v// /}" ] || continue
+		# shellcheck disable=SC2086,SC2163 # the set is words on purpose
+		(export $v && row new "$label $v" passed "$p" "$dsl" "$wl" "$k" "$@")
+	done <<<"${VARIANTS:+$VARIANTS;}"
+}
+
 . tools/select.sh # wanted, solutions: which kernels a "N or N/dsl" list names
 . tools/zygote_up.sh
 if [ "${ZYGOTE:-}" = 1 ]; then
@@ -185,6 +198,7 @@ compare)
 			# PRIME=1: also the new judge with MKB_JUDGE_PRIME=1 (solve on the
 			# last inputs just before each timed call, as in the old loop)
 			[ -z "${PRIME:-}" ] || MKB_JUDGE_PRIME=1 row new "$label prime" passed "${n%%_*}" "$dsl" visible "$k"
+			variant_rows "$label" "${n%%_*}" "$dsl" visible "$k"
 		done
 		[ -n "${NO_HELDOUT:-}" ] || row new "$n" passed "${n%%_*}" "$dsl" heldout "$k"
 	done
@@ -207,12 +221,7 @@ torch)
 				[ -z "${HOT:-}" ] || MKB_JUDGE_WAIT=hot row new "$p torch $wl #$r hot" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off
 				# PRIME=1: also solve on the last inputs just before each call
 				[ -z "${PRIME:-}" ] || MKB_JUDGE_PRIME=1 row new "$p torch $wl #$r prime" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off
-				# VARIANTS="A=1 B=2;C=3": a row per ;-separated set of judge settings
-				while IFS= read -r -d ';' v; do
-					[ -n "${v// /}" ] || continue
-					# shellcheck disable=SC2086,SC2163 # the set is words on purpose
-					(export $v && row new "$p torch $wl #$r $v" passed "$p" cutedsl "$wl" "$k" --rules paper --launches off)
-				done <<<"${VARIANTS:+$VARIANTS;}"
+				variant_rows "$p torch $wl #$r" "$p" cutedsl "$wl" "$k" --rules paper --launches off
 			done
 		done
 	done
