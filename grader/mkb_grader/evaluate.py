@@ -46,6 +46,10 @@ INPUTS_FIXED_MS = {"cuda": 0.05, "cpu": 0.01}
 CONFIRM_SLACK_MS = 0.02
 # A median below this share of the speed-of-light floor is impossible.
 SOL_MARGIN = 0.9
+# (MKB_JUDGE_EAGER=block) the most memory the kept snapshots of the timed
+# calls' outputs may take: at most this many bytes and this share of the
+# device's free memory.
+EAGER_BLOCK_MEMORY = (4 << 30, 0.25)
 # Between its prepare and its call the candidate polls for the "go" without
 # sleeping, for at most this long (docs/judge.md "Timing").
 SPIN_S = 0.5
@@ -95,7 +99,15 @@ class Knobs:
       writes and the checker spins on, reading a copy of each reply).
       Recorded as timing.go: {"channel": "mailbox", "replies": "socket" or
       "mailbox"}, or {"channel": "socket", "why"} where the boxes could not
-      be used."""
+      be used;
+    - MKB_JUDGE_EAGER=block: the procedure of the paper's harness (and of
+      the old in-process judge): the kernel's timed calls as one block,
+      then the eager baseline's as another after its own warm-up, on the
+      same seeds, instead of the reference before each call. Every output
+      is still checked, against the baseline's outputs as they are made
+      (the snapshots are kept meanwhile); where they would take more than
+      EAGER_BLOCK_MEMORY of memory the calls stay interleaved. Recorded as
+      timing.eager ("block", or "interleaved" with "why")."""
 
     def __init__(self, env):
         wait = env.get("MKB_JUDGE_WAIT")
@@ -109,6 +121,7 @@ class Knobs:
         self.repeat = env.get("MKB_JUDGE_REPEAT") == "1"
         self.prime = env.get("MKB_JUDGE_PRIME") == "1"
         self.go = "mailbox" if env.get("MKB_JUDGE_GO") == "mailbox" else "socket"
+        self.eager_block = env.get("MKB_JUDGE_EAGER") == "block"
 
 
 PHASES = ("before", "solve", "drain", "export")
@@ -248,6 +261,10 @@ class Evaluation:
         self.arena_refused = None  # why device arenas could not be used, once they could not
         self.staged = None  # the next call's (input description, output slots)
         self.go = None  # (MKB_JUDGE_GO=mailbox) which channel carried the timed loop's messages
+        # the last warm-up call's expected outputs: with MKB_JUDGE_EAGER=block
+        # the shapes the timed calls' output slots are sized from
+        self.template = None
+        self.eager_mode = None  # (MKB_JUDGE_EAGER=block) timing.eager
         self.primed = None  # (MKB_JUDGE_PRIME=1) the candidate's ms for the solve before this call
         self.transfer = {}  # timing.transfer: set with each pair of arenas
         self.ref_err = []  # per float output: the reference's own error, max over draws
@@ -755,13 +772,14 @@ class Evaluation:
         while len(times) < self.warmup or (self.warmup_until and len(times) < self.warmup_max
                                            and not timing.stable(times, self.warmup_until)):
             _, inputs = self.draw("warmup")
-            with numerics.strict():
-                expected = clock.time_call(self.problem.reference,
-                                           correctness.clone_inputs(inputs))[0]
-            self.stage_inputs(inputs, expected)
-            _, ms, wall, _, _, _, _ = self.call(expected)
+            if self.template is None or not self.knobs.eager_block:
+                with numerics.strict():
+                    self.template = clock.time_call(self.problem.reference,
+                                                    correctness.clone_inputs(inputs))[0]
+            self.stage_inputs(inputs, self.template)
+            _, ms, wall, _, _, _, _ = self.call(self.template)
             times.append(ms if ms is not None else wall)
-            del inputs, expected
+            del inputs
         if self.warmup_until:
             self.noise["warmup"] = {"until": self.warmup_until, "calls": len(times),
                                     "stable": timing.stable(times, self.warmup_until)}
@@ -776,15 +794,22 @@ class Evaluation:
         state_before = gpustate.snapshot(self.device)
         calls = {"kernel": [], "wall": [], "trip": [], "eager": [], "export": [], "inputs": [], "cpu": [],
                  "device": [], "phases": []}
+        blocked = self._eager_block_fits() if self.knobs.eager_block else None
+        kept = [] if blocked else None  # (MKB_JUDGE_EAGER=block) each call's output snapshot
         i = 0
         while i < len(seeds):
-            self._timed_call(i, seeds, i in recheck, clock, calls)
+            if kept is None:
+                self._timed_call(i, seeds, i in recheck, clock, calls)
+            else:
+                self._timed_call_only(i, seeds, calls, kept)
             i += 1
             # (ours, off by default) more calls while the kernel median's 95%
             # interval is wider than until_ci of it, up to max_timed
             if i == len(seeds) and self.until_ci and len(seeds) < self.max_timed \
                     and self._too_wide(calls["kernel"]):
                 seeds.extend(self.seed() for _ in range(min(10, self.max_timed - len(seeds))))
+        if kept is not None:
+            self._eager_block(seeds, recheck, clock, calls, kept)
         self.result["timed_calls"] = len(seeds)
         self.result["seeds"]["timed"] = seeds
         state_after = gpustate.snapshot(self.device)
@@ -865,6 +890,86 @@ class Evaluation:
         self.export_cost(expected, calls["export"])
         self.result["outputs_checked"] += 1
 
+    def _eager_block_fits(self):
+        """(MKB_JUDGE_EAGER=block) Whether the snapshots of every timed
+        call's outputs, kept until the baseline's block checks them, fit in
+        EAGER_BLOCK_MEMORY; timing.eager says which procedure ran."""
+        import math
+        _, per_call = arena.output_slots(self.template)
+        need = per_call * (self.max_timed if self.until_ci else self.timed)
+        cap, share = EAGER_BLOCK_MEMORY
+        if self.device == "cuda":
+            free, _ = torch.cuda.mem_get_info()
+            cap = min(cap, math.floor(share * free))
+        if need > cap:
+            self.eager_mode = {"mode": "interleaved",
+                               "why": f"the timed calls' outputs take {need / 2**20:.1f} MiB, "
+                                      f"over the {cap / 2**20:.1f} MiB allowed for keeping them"}
+            return False
+        self.eager_mode = "block"
+        return True
+
+    def _timed_call_only(self, i, seeds, calls, kept):
+        """(MKB_JUDGE_EAGER=block) Timed call i with nothing of the
+        checker's between it and the call before but the inputs' draw and
+        write and the last call's still-written test; its output snapshot
+        is kept for the baseline's block, which checks it."""
+        seeds[i], inputs = self.draw(None, seeds[i])
+        if kept:  # the call before: nothing may still be writing its output
+            self.still_written(kept[-1][1], f"timed call {i}")
+            kept[-1] = (kept[-1][0], None)
+        calls["trip"].append(self._round_trip())
+        calls["inputs"].append(self.stage_inputs(inputs, self.template))
+        del inputs
+        actual, ms, wall, raw, cpu, device_ms, phases = self.call(self.template)
+        calls["kernel"].append(ms if ms is not None else wall)
+        calls["wall"].append(wall)
+        if phases is not None and self.primed is not None:
+            phases["prime"] = self.primed
+        calls["phases"].append(phases)
+        if cpu is not None:
+            calls["cpu"].append(cpu)
+        calls["device"].append(device_ms)
+        kept.append((actual, raw))
+
+    def _eager_block(self, seeds, recheck, clock, calls, kept):
+        """(MKB_JUDGE_EAGER=block) The eager baseline as the paper's harness
+        timed it: its own warm-up, then one call per timed seed, each
+        output of the kernel's block checked against the baseline's on the
+        same seed as it is made (the full anchor rule on the re-checked
+        calls and wherever the bound fails)."""
+        if kept and kept[-1][1] is not None:
+            self.still_written(kept[-1][1], f"timed call {len(kept)}")
+        self.enter("baseline")
+        with numerics.strict():
+            for _ in range(self.warmup):
+                _, inputs = self.draw(None)
+                clock.time_call(self.problem.reference, inputs)
+                del inputs
+        for i, seed in enumerate(seeds):
+            _, inputs = self.draw(None, seed)
+            with numerics.strict():
+                expected, ms = clock.time_call(self.problem.reference, correctness.clone_inputs(inputs))
+            calls["eager"].append(ms)
+            actual, kept[i] = kept[i][0], None
+            label = f"timed call {i + 1}"
+            if i in recheck:
+                self.enter("recheck", call=i + 1)
+                exp2, anchor = self.reference_outputs(inputs)
+                self.compare(actual, exp2, anchor, f"re-check of {label}")
+            else:
+                try:
+                    self.compare_bounded(actual, expected, label)
+                except Outcome:  # the bound is a sufficient test, not the rule (_timed_call)
+                    self.enter("recheck", call=i + 1)
+                    exp2, anchor = self.reference_outputs(inputs)
+                    self.compare(actual, exp2, anchor, label)
+                    self.result["anchor_fallbacks"] = self.result.get("anchor_fallbacks", 0) + 1
+            self.stage = "baseline"
+            self.export_cost(expected, calls["export"])
+            self.result["outputs_checked"] += 1
+            del inputs, expected, actual
+
     def _settle_timing(self, calls):
         """The paper's figure (the candidate's per-call events, median of the
         timed calls) stands only where the checker's clock confirms it: the
@@ -919,6 +1024,8 @@ class Evaluation:
             self.result["timing"]["wait"] = "hot"
         if self.knobs.repeat:  # (diagnosis) MKB_JUDGE_REPEAT=1: the outside clock took the candidate's word
             self.result["timing"]["repeat"] = True
+        if self.eager_mode is not None:  # MKB_JUDGE_EAGER=block was asked for
+            self.result["timing"]["eager"] = self.eager_mode
         if self.go is not None:  # MKB_JUDGE_GO=mailbox was asked for
             self.result["timing"]["go"] = self.go
         if self.knobs.prime:  # (diagnosis) MKB_JUDGE_PRIME=1

@@ -332,6 +332,73 @@ class MailboxTest(unittest.TestCase):
         self.assertRegex(result["reason"], "warm-up|timed call|re-check")
 
 
+class EagerBlockTest(unittest.TestCase):
+    """MKB_JUDGE_EAGER=block: the kernel's timed calls as one block, then
+    the eager baseline's, as in the paper's harness; every output still
+    checked, against the baseline's outputs on the same seeds."""
+
+    def run_block(self, src, **req):
+        from unittest import mock
+        with mock.patch.dict(os.environ, {"MKB_JUDGE_EAGER": "block"}):
+            return run(src, **req)
+
+    def test_blocks_in_order_and_every_output_checked(self):
+        result, ch = self.run_block(KERNEL, timed=6, rechecks=2, seed=5)
+        self.assertEqual(result["status"], "passed", result["reason"])
+        self.assertEqual(result["timing"]["eager"], "block")
+        inter, _ = run(KERNEL, timed=6, rechecks=2, seed=5)
+        self.assertEqual(result["outputs_checked"], inter["outputs_checked"])
+        self.assertEqual(result["seeds"]["timed"], inter["seeds"]["timed"])
+        self.assertEqual(len(result["seeds"]["warmup"]), 10)
+        self.assertIsNotNone(result["eager_ms"])
+        stages = ch.stages[ch.stages.index("timing"):]
+        self.assertEqual(stages[:2], ["timing", "baseline"])  # no re-check before the baseline's block
+        self.assertEqual(stages.count("recheck"), 2)
+        self.assertNotIn("eager", inter["timing"])
+
+    def test_a_wrong_timed_call_is_caught_with_its_number(self):
+        # calls 1-5 are the correctness draws, 6-15 the warm-up: call 16 on is timed
+        wrong = KERNEL.replace("return y.to(hidden_states.dtype)",
+                               "return (y * (1.0 if len(CALLS) != 18 else 1.5)).to(hidden_states.dtype)")
+        result, _ = self.run_block(wrong, timed=6, rechecks=0, seed=3)
+        self.assertEqual(result["status"], "failed")
+        self.assertRegex(result["reason"], r"^timed call 3: ")
+        result, _ = self.run_block(wrong, timed=6, rechecks=6, seed=3)
+        self.assertEqual(result["status"], "failed")
+        self.assertRegex(result["reason"], r"^re-check of timed call 3: ")
+
+    def test_output_written_after_the_call_is_caught(self):
+        # on timed calls, the output is finished by a thread after solve returned
+        late = """
+        import threading, time, torch
+        N = [0]
+        def solve(hidden_states, residual, weight):
+            N[0] += 1
+            x = hidden_states.float() + residual.float()
+            y = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()).to(hidden_states.dtype)
+            if N[0] <= 15:
+                return y
+            out = torch.zeros_like(y)
+            def finish():
+                time.sleep(0.002)
+                out.copy_(y)
+            threading.Thread(target=finish).start()
+            return out
+        """
+        result, _ = self.run_block(late, timed=6, rechecks=0)
+        self.assertEqual(result["status"], "failed")
+        self.assertRegex(result["reason"], r"timed call \d+: ")
+
+    def test_outputs_too_large_to_keep_stay_interleaved(self):
+        from unittest import mock
+        from mkb_grader import evaluate
+        with mock.patch.object(evaluate, "EAGER_BLOCK_MEMORY", (1024, 0.25)):
+            result, _ = self.run_block(KERNEL, timed=6)
+        self.assertEqual(result["status"], "passed", result["reason"])
+        self.assertEqual(result["timing"]["eager"]["mode"], "interleaved")
+        self.assertIn("over the 0.0 MiB allowed", result["timing"]["eager"]["why"])
+
+
 class CrowdedGpuTest(unittest.TestCase):
     """A candidate's out-of-memory beside a checker that holds most of the
     GPU for the problem's own data is the machine's (infra_error), measured
@@ -376,6 +443,11 @@ class KnobsTest(unittest.TestCase):
                          (SPIN_S, False, False, 0.0, 0.0, False, False))
         k = Knobs({"MKB_JUDGE_WAIT": "hot", "MKB_JUDGE_REPEAT": "1", "MKB_JUDGE_PRIME": "1"})
         self.assertEqual((k.spin_s, k.between_s, k.repeat, k.prime), (SPIN_S, SPIN_S, True, True))
+        self.assertEqual((k.go, k.reply_box, k.eager_block), ("socket", False, False))
+        k = Knobs({"MKB_JUDGE_GO": "mailbox", "MKB_JUDGE_REPLY": "mailbox", "MKB_JUDGE_EAGER": "block"})
+        self.assertEqual((k.go, k.reply_box, k.eager_block, k.reply_spin_s), ("mailbox", True, True, 0.0))
+        k = Knobs({"MKB_JUDGE_GO": "shm", "MKB_JUDGE_REPLY": "box", "MKB_JUDGE_EAGER": "1"})
+        self.assertEqual((k.go, k.reply_box, k.eager_block), ("socket", False, False))
 
 
 class DslMissingTest(unittest.TestCase):
