@@ -39,6 +39,9 @@
 #                                   (WORKLOADS="heldout": one), new judge, 4 at a time
 #                                   (PAR: another count; EVAL_FLAGS: more mkb eval flags)
 #
+# JUDGE_DEVICE=cpu (any step that grades): every evaluation in the judges'
+# CPU test mode, for a dry run of a step on a machine without a GPU.
+#
 # MPS=1 (pingpong only; diagnosis): the step's processes are clients of a
 # private CUDA multi-process service (tools/mps_up.sh), so the checker's and
 # the candidate's work share one GPU context; the daemon's server list is
@@ -89,7 +92,8 @@ row() {
 	[ "$judge" = old ] && bin=old/build/mkb store="$OUT/judge-$step-old.db"
 	local t0 line
 	t0=$(date +%s.%N)
-	line=$(MKB_STORE=$store $bin eval "$p" --dsl "$dsl" --workload "$wl" --json "$@" "$kernel" 2>>"$OUT/stderr-$step.txt")
+	# JUDGE_DEVICE=cpu: both judges in their CPU test mode (a developer's dry run)
+	line=$(MKB_STORE=$store $bin eval "$p" --dsl "$dsl" --workload "$wl" --json ${JUDGE_DEVICE:+--device "$JUDGE_DEVICE"} "$@" "$kernel" 2>>"$OUT/stderr-$step.txt")
 	[ -n "$line" ] || line='{"status": "no output"}'
 	"$MKB_PYTHON" - "$line" "$judge" "$label" "$expect" "$t0" >>"$rows" <<'PY'
 import json, sys, time
