@@ -809,6 +809,7 @@ class Evaluation:
                     and self._too_wide(calls["kernel"]):
                 seeds.extend(self.seed() for _ in range(min(10, self.max_timed - len(seeds))))
         if kept is not None:
+            self._go_channel(False)  # the candidate need not spin through the baseline's block
             self._eager_block(seeds, recheck, clock, calls, kept)
         self.result["timed_calls"] = len(seeds)
         self.result["seeds"]["timed"] = seeds
