@@ -261,8 +261,8 @@ class Evaluation:
         self.arena_refused = None  # why device arenas could not be used, once they could not
         self.staged = None  # the next call's (input description, output slots)
         self.go = None  # (MKB_JUDGE_GO=mailbox) which channel carried the timed loop's messages
-        # the last warm-up call's expected outputs: with MKB_JUDGE_EAGER=block
-        # the shapes the timed calls' output slots are sized from
+        # (MKB_JUDGE_EAGER=block) the first warm-up call's expected outputs:
+        # the shapes every later call's output slots are sized from
         self.template = None
         self.eager_mode = None  # (MKB_JUDGE_EAGER=block) timing.eager
         self.primed = None  # (MKB_JUDGE_PRIME=1) the candidate's ms for the solve before this call
@@ -772,14 +772,21 @@ class Evaluation:
         while len(times) < self.warmup or (self.warmup_until and len(times) < self.warmup_max
                                            and not timing.stable(times, self.warmup_until)):
             _, inputs = self.draw("warmup")
-            if self.template is None or not self.knobs.eager_block:
+            # the expected outputs size the output slots; with
+            # MKB_JUDGE_EAGER=block the first warm-up call's stand for every
+            # call after it (no reference between calls, as in the paper's
+            # harness), else each call's own, dropped after it
+            expected = self.template
+            if expected is None:
                 with numerics.strict():
-                    self.template = clock.time_call(self.problem.reference,
-                                                    correctness.clone_inputs(inputs))[0]
-            self.stage_inputs(inputs, self.template)
-            _, ms, wall, _, _, _, _ = self.call(self.template)
+                    expected = clock.time_call(self.problem.reference,
+                                               correctness.clone_inputs(inputs))[0]
+                if self.knobs.eager_block:
+                    self.template = expected
+            self.stage_inputs(inputs, expected)
+            _, ms, wall, _, _, _, _ = self.call(expected)
             times.append(ms if ms is not None else wall)
-            del inputs
+            del inputs, expected
         if self.warmup_until:
             self.noise["warmup"] = {"until": self.warmup_until, "calls": len(times),
                                     "stable": timing.stable(times, self.warmup_until)}
@@ -896,6 +903,9 @@ class Evaluation:
         call's outputs, kept until the baseline's block checks them, fit in
         EAGER_BLOCK_MEMORY; timing.eager says which procedure ran."""
         import math
+        if self.template is None:
+            self.eager_mode = {"mode": "interleaved", "why": "no warm-up call to size the outputs from"}
+            return False
         _, per_call = arena.output_slots(self.template)
         need = per_call * (self.max_timed if self.until_ci else self.timed)
         cap, share = EAGER_BLOCK_MEMORY
@@ -952,6 +962,11 @@ class Evaluation:
             with numerics.strict():
                 expected, ms = clock.time_call(self.problem.reference, correctness.clone_inputs(inputs))
             calls["eager"].append(ms)
+            if arena.output_slots(expected) != arena.output_slots(self.template):
+                # the call's output slots were sized from the first warm-up
+                # call's outputs: the judge's assumption failed, not the kernel
+                raise Outcome("infra_error", "MKB_JUDGE_EAGER=block: this problem's outputs change shape "
+                                             "from draw to draw; evaluate it without the switch")
             actual, kept[i] = kept[i][0], None
             label = f"timed call {i + 1}"
             if i in recheck:

@@ -389,6 +389,25 @@ class EagerBlockTest(unittest.TestCase):
         self.assertEqual(result["status"], "failed")
         self.assertRegex(result["reason"], r"timed call \d+: ")
 
+    def test_outputs_that_change_shape_are_the_judges_failure(self):
+        from unittest import mock
+        from mkb_grader import problem
+        make = problem.Problem.make_inputs
+        n = [0]
+
+        def growing(self, seed, device, reseed=None):
+            # every draw after the warm-up's first has one more row
+            seed, inputs = make(self, seed, device, reseed)
+            n[0] += 1
+            extra = 1 if n[0] > 6 else 0
+            return seed, tuple(t.repeat(1 + extra, 1)[: t.shape[0] + extra] if t.dim() == 2 else t
+                               for t in inputs)
+
+        with mock.patch.object(problem.Problem, "make_inputs", growing):
+            result, _ = self.run_block(KERNEL, timed=4, seed=2)
+        self.assertEqual(result["status"], "infra_error", result["reason"])
+        self.assertIn("change shape", result["reason"])
+
     def test_outputs_too_large_to_keep_stay_interleaved(self):
         from unittest import mock
         from mkb_grader import evaluate
