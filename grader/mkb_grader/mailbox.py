@@ -126,14 +126,8 @@ class Mailbox:
         size = int.from_bytes(mem[8:12], "little")
         if size > SIZE - HEADER:
             raise MailboxError("mailbox message length out of range")
-        data = mem[HEADER:HEADER + size]  # a copy: later stores cannot change what is parsed
-        try:
-            obj = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise MailboxError(f"mailbox message is not JSON: {exc}") from exc
-        if not isinstance(obj, dict):
-            raise MailboxError("mailbox message is not a JSON object")
-        return obj
+        from .wire import parse_object
+        return parse_object(mem[HEADER:HEADER + size])  # a copy: later stores cannot change what is parsed
 
     def close(self):
         self.mem.close()

@@ -30,6 +30,18 @@ class ProtocolError(Exception):
     """A message that is not one JSON object within the size cap."""
 
 
+def parse_object(data):
+    """One message as sent: a JSON object, else ProtocolError (the socket's
+    and the mailboxes' messages alike)."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"not JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise ProtocolError("message is not a JSON object")
+    return obj
+
+
 class Peer:
     def __init__(self, fd, accept_fds=False):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=fd)
@@ -104,13 +116,7 @@ class Peer:
             raise PeerLost("the other side closed the channel")
         if flags & socket.MSG_TRUNC or len(data) > MAX_MESSAGE:
             raise ProtocolError(f"message over the {MAX_MESSAGE}-byte cap")
-        try:
-            obj = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ProtocolError(f"not JSON: {exc}") from exc
-        if not isinstance(obj, dict):
-            raise ProtocolError("message is not a JSON object")
-        return obj, fds
+        return parse_object(data), fds
 
     def _poll(self, seconds, idle=None):
         """A message if one arrives within seconds of busy polling, else None."""
