@@ -34,8 +34,8 @@ def phases(rows):
     if not have:
         return
     print("\n| problem | dsl | workload | events ms | checker wall ms | wall - events | round trip "
-          "| before (inputs) | solve | drain | export | wait | repeat | prime |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| before (inputs) | solve | drain | export | wait | since | repeat | prime |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in have:
         t = r["timing"]
         ph = t["phases"]
@@ -43,7 +43,7 @@ def phases(rows):
         gap = wall - ev if isinstance(ev, (int, float)) and isinstance(wall, (int, float)) else None
         print(f"| {r.get('label')} | {r.get('dsl')} | {r.get('workload')} | {fmt(ev)} | {fmt(wall)} | {fmt(gap)} | "
               + f"{fmt(ph.get('round_trip_ms'))} | {fmt(ph.get('before_ms'))} ({fmt(ph.get('inputs_ms'))}) | "
-              + " | ".join(fmt(ph.get(k)) for k in ("solve_ms", "drain_ms", "export_ms", "wait_ms", "repeat_ms",
+              + " | ".join(fmt(ph.get(k)) for k in ("solve_ms", "drain_ms", "export_ms", "wait_ms", "since_ms", "repeat_ms",
                                                    "prime_ms"))
               + " |")
 

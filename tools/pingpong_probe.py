@@ -7,6 +7,9 @@ CALLS calls each in turn, ROUNDS rounds, so drift touches them all alike:
 
   one          the child alone: inputs made just before each call, then the
                call, CALLS times in a row
+  one+gap      as one, the child spinning --gap-ms between making the
+               inputs and the call (time passing, nothing else: does a call
+               get slower the longer since the one before?)
   old          the child alone as the old judge's loop: inputs made, the
                eager reference timed on them, then the call
   pp           each call handed over as the judge does: an empty round trip,
@@ -42,9 +45,18 @@ CALLS calls each in turn, ROUNDS rounds, so drift touches them all alike:
                leave the next call cold?); with +block the replies come
                back through the socket, the parent asleep in recv
 
+--pin places the two processes (every condition alike): none (the
+default: wherever the scheduler puts them), apart (two different physical
+cores, as the judge's --pin-cpus auto), siblings (the two hardware threads
+of one physical core: shared L1, L2 and branch predictors), same (one
+core; the child then sleeps in recv instead of polling, else it would take
+the parent's core: no +shm). Does the checker's torch work, run on the
+candidate's core or its sibling, leave the next call warm as the old
+judge's one process did?
+
     python tools/pingpong_probe.py [--kernel K] [--problem-dir D] [--workload smoke]
         [--device cuda|cpu] [--calls 50] [--rounds 3] [--conditions one,pp,...] [--gap-ms 0.15]
-        [--json]
+        [--pin none|apart|siblings|same] [--json]
 
 Prints one row per condition: the median call of each round (CUDA events
 around the call on a GPU, the CPU's clock with --device cpu), the CPU time
@@ -66,6 +78,29 @@ DEFAULT_CONDITIONS = ("one,pp,pp+prime,pp+block,pp+block+prime,pp+eager+block,pp
                       "pp+eager+block+arena,pp+eager+block+prime+arena")
 MODIFIERS = ("block", "eager", "gap", "gpusleep", "cpueager", "prime", "goprime", "arena", "shm")
 POOL = 4  # input sets the child makes up front and copies from, as from an arena
+
+
+def place(pin):
+    """--pin: (the parent's core, the child's core), or None for none;
+    SystemExit where this machine cannot honour it."""
+    if pin == "none":
+        return None
+    from mkb_grader import timing
+    allowed = sorted(os.sched_getaffinity(0))
+    zero = timing.siblings(0)
+    order = [c for c in allowed if c not in zero] or allowed
+    child = order[0]
+    if pin == "same":
+        return child, child
+    mates = sorted(timing.siblings(child) - {child})
+    if pin == "siblings":
+        if not mates:
+            raise SystemExit(f"pingpong_probe: core {child} has no hardware-thread sibling here")
+        return mates[0], child
+    other = [c for c in allowed if c not in timing.siblings(child)]
+    if not other:
+        raise SystemExit("pingpong_probe: fewer than two physical cores allowed here")
+    return (other[1] if len(other) > 1 and other[0] in zero else other[0]), child
 
 
 def poll(sock):
@@ -93,6 +128,19 @@ def poll_fds(sock):
             return received(data), fds
         except BlockingIOError:
             pass
+
+
+def spin(ms):
+    """ms of the CPU's time passing, without sleeping."""
+    until = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < until:
+        pass
+
+
+def wait_fds(sock):
+    """poll_fds, asleep in recv until the message comes (--pin same)."""
+    data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 2)
+    return received(data), fds
 
 
 def send(sock, obj):
@@ -148,10 +196,12 @@ class Child:
             torch.ones(1, device="cuda").add_(1)
         return out
 
-    def serve(self, sock):
+    def serve(self, sock, sleeping=False):
+        """Each message in turn until "exit"; sleeping: in recv (--pin
+        same), else polling."""
         from mkb_grader import arena
         while True:
-            data, fds = poll_fds(sock)
+            data, fds = wait_fds(sock) if sleeping else poll_fds(sock)
             msg = json.loads(data)
             op = msg["op"]
             if op == "exit":
@@ -169,8 +219,11 @@ class Child:
                 send(sock, {})
                 continue
             if op == "one":
-                rows = [self.timed(self.problem.make_inputs(msg["seed"] + k, self.device)[1])
-                        for k in range(msg["calls"])]
+                rows = []
+                for k in range(msg["calls"]):
+                    inputs = self.problem.make_inputs(msg["seed"] + k, self.device)[1]
+                    spin(msg.get("gap_ms", 0))
+                    rows.append(self.timed(inputs))
                 send(sock, {"rows": rows})
             elif op == "old":  # the old judge's loop: inputs, the eager reference, the call
                 rows = []
@@ -230,10 +283,14 @@ def parent(args):
     from mkb_grader.problem import Problem
     problem = Problem(args.problem_dir, args.workload)
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    cores = place(args.pin)
+    if cores is not None:
+        os.sched_setaffinity(0, {cores[0]})
     child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", str(theirs.fileno()),
                               "--kernel", args.kernel, "--problem-dir", args.problem_dir,
-                              "--workload", args.workload, "--device", args.device],
-                             pass_fds=(theirs.fileno(),))
+                              "--workload", args.workload, "--device", args.device, "--pin", args.pin],
+                             pass_fds=(theirs.fileno(),),
+                             preexec_fn=None if cores is None else (lambda: os.sched_setaffinity(0, {cores[1]})))
     theirs.close()
     received(mine.recv(1 << 16))  # ready (blocking: the child's start-up is long)
     names = [n.strip() for n in args.conditions.split(",") if n.strip()]
@@ -260,8 +317,9 @@ def parent(args):
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
 
     def block(name, r):
-        if name in ("one", "old"):
-            send(mine, {"op": name, "seed": 100_000 * (r + 1), "calls": args.calls})
+        if name.split("+")[0] in ("one", "old"):
+            send(mine, {"op": name.split("+")[0], "seed": 100_000 * (r + 1), "calls": args.calls,
+                        "gap_ms": args.gap_ms if "+gap" in name else 0})
             return [tuple(x) for x in json.loads(poll(mine))["rows"]]
         blocking, prime, eager = "+block" in name, "+prime" in name, "+eager" in name
         goprime = "+goprime" in name
@@ -289,9 +347,7 @@ def parent(args):
                 _, inputs = problem.make_inputs(200_000 + i, args.device)
                 eager_ms, _ = timed_call(torch, args.device, problem.reference, inputs)
             if gap:
-                until = time.perf_counter() + args.gap_ms / 1e3
-                while time.perf_counter() < until:
-                    pass
+                spin(args.gap_ms)
             if gpusleep:
                 torch.cuda._sleep(sleep_cycles)
                 sync()
@@ -332,20 +388,26 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--conditions", default=DEFAULT_CONDITIONS)
     ap.add_argument("--gap-ms", type=float, default=0.15, help="+gap and +gpusleep: how long")
+    ap.add_argument("--pin", default="none", choices=("none", "apart", "siblings", "same"),
+                    help="where the two processes run (see above)")
     ap.add_argument("--json", action="store_true", help="also one JSON line per condition")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     for name in (n.strip() for n in args.conditions.split(",") if n.strip()):
         base, *mods = name.split("+")
-        if base not in ("one", "old", "pp") or any(m not in MODIFIERS for m in mods) or (base != "pp" and mods):
-            ap.error(f"unknown condition {name!r}: one, or pp with " + ", ".join("+" + m for m in MODIFIERS))
+        if base not in ("one", "old", "pp") or any(m not in MODIFIERS for m in mods) \
+                or (base == "old" and mods) or (base == "one" and mods not in ([], ["gap"])):
+            ap.error(f"unknown condition {name!r}: one, one+gap, old, or pp with "
+                     + ", ".join("+" + m for m in MODIFIERS))
         if "gpusleep" in mods and args.device != "cuda":
             ap.error(f"condition {name!r}: +gpusleep needs --device cuda")
+        if "shm" in mods and args.pin == "same":
+            ap.error(f"condition {name!r}: +shm spins, and with --pin same would take the other's core")
     if args.child is not None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=args.child)
         child = Child(args)
         send(sock, {"ready": True})
-        child.serve(sock)
+        child.serve(sock, sleeping=args.pin == "same")
         return 0
     rows = parent(args)
     base = statistics.median(statistics.median(x[0] for x in blk) for blk in rows["one"]) \
@@ -353,7 +415,7 @@ def main():
     import torch
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({os.cpu_count()} cores)"
     print(f"{where}  {os.path.relpath(args.kernel, ROOT)}  {args.workload}  "
-          f"{args.calls} calls x {args.rounds} rounds  ({time.strftime('%Y-%m-%d %H:%M:%S')} UTC)")
+          f"{args.calls} calls x {args.rounds} rounds  pin {args.pin}  ({time.strftime('%Y-%m-%d %H:%M:%S')} UTC)")
     print("| condition | median ms, each round | CPU in solve() ms | / one | eager ms |")
     print("|---|---|---|---|---|")
     for name, blocks in rows.items():
@@ -366,7 +428,7 @@ def main():
               f"{'-' if eager is None else f'{eager:.4f}'} |")
         if args.json:
             print(json.dumps({"condition": name, "kernel": os.path.relpath(args.kernel, ROOT),
-                              "workload": args.workload, "device": where, "round_medians_ms": meds,
+                              "workload": args.workload, "device": where, "pin": args.pin, "round_medians_ms": meds,
                               "cpu_in_solve_ms": cpu, "eager_ms": eager}), file=sys.stderr)
     return 0
 

@@ -71,6 +71,8 @@ class Runner:
         self.keep_event = None
         self.arrived_at = self.answered_at = None  # the "wait" phase of a call
         self.last_inputs = None  # (prime) the last call's inputs
+        self.solved_at = None  # when solve last returned: the "since" phase of a call
+        self.since = None  # solved_at as it was before the last timed_solve
         self.affinity = None  # this thread's cores before it was pinned
         self.switch = None  # (box in, box out) to use once a mailbox message is answered
 
@@ -289,6 +291,11 @@ class Runner:
             out, ms, t0, t1 = self.timed_solve(inputs if msg.get("call", True) else None)
         except Exception as exc:
             return failure(exc, "solve")
+        # since: from the end of this process's last call of solve (a
+        # warm-up's, the one before, a prime's) to the start of this one;
+        # the longer, the colder the call (results/h200-judge-trusted.md,
+        # session 28)
+        since = (t0 - self.since) * 1e3 if self.since is not None else None
         t2 = time.perf_counter()
         repeat = self.repeat(inputs) if msg.get("repeat") and msg.get("call", True) else {}
         t_export = time.perf_counter()
@@ -307,7 +314,7 @@ class Runner:
         # the outside clock's excess over the events; the candidate's word)
         phases = {"before": (t0 - t_in) * 1e3, "solve": (t1 - t0) * 1e3, "drain": (t2 - t1) * 1e3,
                   "export": (t3 - t_export) * 1e3, "wait": wait, "inputs": (t_ready - t_in) * 1e3,
-                  **repeat}
+                  "since": since, **repeat}
         return {"ok": True, "ms": ms, "cpu_ms": (t1 - t0) * 1e3, "out": desc, "phases": phases}
 
     def timed_solve(self, inputs):
@@ -326,10 +333,16 @@ class Runner:
             t1 = time.perf_counter()
             end.record()
             torch.cuda.synchronize()
+            self.since = self.solved_at
+            if inputs is not None:
+                self.solved_at = t1
             return out, start.elapsed_time(end), t0, t1
         t0 = time.perf_counter()
         out = self.solve(*inputs) if inputs is not None else None
         t1 = time.perf_counter()
+        self.since = self.solved_at
+        if inputs is not None:
+            self.solved_at = t1
         return out, (t1 - t0) * 1e3, t0, t1
 
     def repeat(self, inputs):

@@ -50,6 +50,9 @@ SOL_MARGIN = 0.9
 # calls' outputs may take: at most this many bytes and this share of the
 # device's free memory.
 EAGER_BLOCK_MEMORY = (4 << 30, 0.25)
+# (MKB_JUDGE_EAGER=block) empty round trips measured before the kernel's
+# block, whose median stands for each call's.
+BLOCK_TRIPS = 20
 # Between its prepare and its call the candidate polls for the "go" without
 # sleeping, for at most this long (docs/judge.md "Timing").
 SPIN_S = 0.5
@@ -126,12 +129,12 @@ class Knobs:
 
 PHASES = ("before", "solve", "drain", "export")
 # (the candidate's word) how long it waited for the call since its last
-# answer, and its copy of the inputs (inside "before"; on a GPU the time to
+# answer, how long since its last call of solve returned, and its copy of the inputs (inside "before"; on a GPU the time to
 # issue the copies, their completion is in "before" too); with
 # MKB_JUDGE_REPEAT=1 the repeated call, with MKB_JUDGE_PRIME=1 the call on
 # the last inputs before it (from the empty round trip's reply). A reply
 # without them keeps the four above.
-OPTIONAL_PHASES = ("wait", "inputs", "repeat", "prime")
+OPTIONAL_PHASES = ("wait", "inputs", "since", "repeat", "prime")
 
 
 def call_phases(got):
@@ -265,6 +268,7 @@ class Evaluation:
         # the shapes every later call's output slots are sized from
         self.template = None
         self.eager_mode = None  # (MKB_JUDGE_EAGER=block) timing.eager
+        self.block_mode = None  # (MKB_JUDGE_EAGER=block) timing.block
         self.primed = None  # (MKB_JUDGE_PRIME=1) the candidate's ms for the solve before this call
         self.transfer = {}  # timing.transfer: set with each pair of arenas
         self.ref_err = []  # per float output: the reference's own error, max over draws
@@ -803,12 +807,15 @@ class Evaluation:
                  "device": [], "phases": []}
         blocked = self._eager_block_fits() if self.knobs.eager_block else None
         kept = [] if blocked else None  # (MKB_JUDGE_EAGER=block) each call's output snapshot
+        ready, trip = (self._block_ready(seeds) if blocked else ([], None))
         i = 0
         while i < len(seeds):
             if kept is None:
                 self._timed_call(i, seeds, i in recheck, clock, calls)
             else:
-                self._timed_call_only(i, seeds, calls, kept)
+                self._timed_call_only(i, seeds, calls, kept, ready[i] if i < len(ready) else None, trip)
+                if i < len(ready):
+                    ready[i] = None
             i += 1
             # (ours, off by default) more calls while the kernel median's 95%
             # interval is wider than until_ci of it, up to max_timed
@@ -933,16 +940,54 @@ class Evaluation:
         self.eager_mode = "block"
         return True
 
-    def _timed_call_only(self, i, seeds, calls, kept):
+    def _block_ready(self, seeds):
+        """(MKB_JUDGE_EAGER=block) What the kernel's block needs ready
+        before its first call, so that between two calls the checker only
+        writes the next inputs and tests the last output: every timed
+        call's inputs drawn now where they fit beside the output snapshots
+        (in EAGER_BLOCK_MEMORY), and the empty round trip measured now,
+        BLOCK_TRIPS times, instead of before each call (a longer pause
+        between two calls makes the next one slower: results/
+        h200-judge-trusted.md, session 28). (inputs per call, each None
+        where drawn at its call; the round trip's median, None with
+        MKB_JUDGE_PRIME=1, whose call on the last inputs rides on a round
+        trip before each call.) timing.block says which."""
+        import math
+        ready = []
+        seeds[0], first = self.draw(None, seeds[0])  # a draw may take another seed (reseed)
+        _, per_call = arena.plan(first)
+        _, out_per_call = arena.output_slots(self.template)
+        cap, share = EAGER_BLOCK_MEMORY
+        if self.device == "cuda":
+            free, _ = torch.cuda.mem_get_info()
+            cap = min(cap, math.floor(share * free))
+        if (per_call + out_per_call) * len(seeds) <= cap:
+            ready = [first]
+            for i in range(1, len(seeds)):
+                seeds[i], inputs = self.draw(None, seeds[i])
+                ready.append(inputs)
+        del first
+        trip = None
+        if not self.knobs.prime:
+            trip = timing.median([self._round_trip() for _ in range(BLOCK_TRIPS)])
+        self.block_mode = {"inputs": "drawn before the block" if ready else "drawn at each call",
+                                       "round_trips": "measured before the block" if trip is not None
+                                       else "one before each call"}
+        return ready, trip
+
+    def _timed_call_only(self, i, seeds, calls, kept, inputs=None, trip=None):
         """(MKB_JUDGE_EAGER=block) Timed call i with nothing of the
-        checker's between it and the call before but the inputs' draw and
-        write and the last call's still-written test; its output snapshot
-        is kept for the baseline's block, which checks it."""
-        seeds[i], inputs = self.draw(None, seeds[i])
+        checker's between it and the call before but the inputs' write
+        (inputs, drawn before the block, else drawn now) and the last
+        call's still-written test, and an empty round trip unless trip
+        (measured before the block) stands for it; its output snapshot is
+        kept for the baseline's block, which checks it."""
+        if inputs is None:
+            seeds[i], inputs = self.draw(None, seeds[i])
         if kept:  # the call before: nothing may still be writing its output
             self.still_written(kept[-1][1], f"timed call {i}")
             kept[-1] = (kept[-1][0], None)
-        calls["trip"].append(self._round_trip())
+        calls["trip"].append(self._round_trip() if trip is None else trip)
         calls["inputs"].append(self.stage_inputs(inputs, self.template))
         del inputs
         kept.append(self._record_call(calls, self.template))
@@ -1033,6 +1078,8 @@ class Evaluation:
             self.result["timing"]["repeat"] = True
         if self.eager_mode is not None:  # MKB_JUDGE_EAGER=block was asked for
             self.result["timing"]["eager"] = self.eager_mode
+        if self.block_mode is not None:
+            self.result["timing"]["block"] = self.block_mode
         if self.go is not None:  # MKB_JUDGE_GO=mailbox was asked for
             self.result["timing"]["go"] = self.go
         if self.knobs.prime:  # (diagnosis) MKB_JUDGE_PRIME=1

@@ -80,8 +80,11 @@ class ProcedureTest(unittest.TestCase):
         # phases, the uncapped empty round trip
         ph = t["phases"]
         self.assertEqual(set(ph), {"before_ms", "solve_ms", "drain_ms", "export_ms", "round_trip_ms",
-                                   "wait_ms", "inputs_ms"})
+                                   "wait_ms", "inputs_ms", "since_ms"})
         self.assertTrue(all(v >= 0 for v in ph.values()), ph)
+        # since the candidate's last solve returned: at least the wait for
+        # this call's message and the inputs' copy, which fall inside it
+        self.assertGreaterEqual(ph["since_ms"], ph["before_ms"])
         self.assertEqual(ph["solve_ms"], t["solve_cpu_ms"])
         # the candidate copies the inputs inside the call, before its clock
         self.assertLessEqual(ph["inputs_ms"], ph["before_ms"])
@@ -355,6 +358,34 @@ class EagerBlockTest(unittest.TestCase):
         self.assertEqual(stages[:2], ["timing", "baseline"])  # no re-check before the baseline's block
         self.assertEqual(stages.count("recheck"), 2)
         self.assertNotIn("eager", inter["timing"])
+        # ready before the block: every call's inputs, and the round trip
+        self.assertEqual(result["timing"]["block"], {"inputs": "drawn before the block",
+                                                     "round_trips": "measured before the block"})
+        self.assertNotIn("block", inter["timing"])
+
+    def test_inputs_that_do_not_fit_are_drawn_at_each_call(self):
+        from unittest import mock
+        from mkb_grader import evaluate
+
+        def fits(ev):  # the outputs' snapshots fit, the inputs beside them do not
+            ev.eager_mode = "block"
+            return True
+
+        with mock.patch.object(evaluate, "EAGER_BLOCK_MEMORY", (1024, 0.25)), \
+                mock.patch.object(evaluate.Evaluation, "_eager_block_fits", fits):
+            result, _ = self.run_block(KERNEL, timed=6, rechecks=2, seed=5)
+        self.assertEqual(result["status"], "passed", result["reason"])
+        self.assertEqual(result["timing"]["block"]["inputs"], "drawn at each call")
+        inter, _ = run(KERNEL, timed=6, rechecks=2, seed=5)
+        self.assertEqual(result["seeds"]["timed"], inter["seeds"]["timed"])
+
+    def test_prime_keeps_a_round_trip_before_each_call(self):
+        from unittest import mock
+        with mock.patch.dict(os.environ, {"MKB_JUDGE_EAGER": "block", "MKB_JUDGE_PRIME": "1"}):
+            result, _ = run(KERNEL, timed=6, rechecks=0)
+        self.assertEqual(result["status"], "passed", result["reason"])
+        self.assertEqual(result["timing"]["block"]["round_trips"], "one before each call")
+        self.assertIn("prime_ms", result["timing"]["phases"])
 
     def test_a_wrong_timed_call_is_caught_with_its_number(self):
         # calls 1-5 are the correctness draws, 6-15 the warm-up: call 16 on is timed
