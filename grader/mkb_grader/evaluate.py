@@ -50,9 +50,6 @@ SOL_MARGIN = 0.9
 # calls' outputs may take: at most this many bytes and this share of the
 # device's free memory.
 EAGER_BLOCK_MEMORY = (4 << 30, 0.25)
-# (MKB_JUDGE_EAGER=block) empty round trips measured before the kernel's
-# block, whose median stands for each call's.
-BLOCK_TRIPS = 20
 # Between its prepare and its call the candidate polls for the "go" without
 # sleeping, for at most this long (docs/judge.md "Timing").
 SPIN_S = 0.5
@@ -807,13 +804,13 @@ class Evaluation:
                  "device": [], "phases": []}
         blocked = self._eager_block_fits() if self.knobs.eager_block else None
         kept = [] if blocked else None  # (MKB_JUDGE_EAGER=block) each call's output snapshot
-        ready, trip = (self._block_ready(seeds) if blocked else ([], None))
+        ready = self._block_ready(seeds) if blocked else []
         i = 0
         while i < len(seeds):
             if kept is None:
                 self._timed_call(i, seeds, i in recheck, clock, calls)
             else:
-                self._timed_call_only(i, seeds, calls, kept, ready[i] if i < len(ready) else None, trip)
+                self._timed_call_only(i, seeds, calls, kept, ready[i] if i < len(ready) else None)
                 if i < len(ready):
                     ready[i] = None
             i += 1
@@ -941,19 +938,17 @@ class Evaluation:
         return True
 
     def _block_ready(self, seeds):
-        """(MKB_JUDGE_EAGER=block) What the kernel's block needs ready
-        before its first call, so that between two calls the checker only
-        writes the next inputs and tests the last output: every timed
-        call's inputs drawn now where they fit beside the output snapshots
-        (in EAGER_BLOCK_MEMORY), and the empty round trip measured now,
-        BLOCK_TRIPS times, instead of before each call (a longer pause
-        between two calls makes the next one slower: results/
-        h200-judge-trusted.md, session 28). (inputs per call, each None
-        where drawn at its call; the round trip's median, None with
-        MKB_JUDGE_PRIME=1, whose call on the last inputs rides on a round
-        trip before each call.) timing.block says which."""
+        """(MKB_JUDGE_EAGER=block) Every timed call's inputs drawn before
+        the kernel's block where they fit beside the output snapshots (in
+        EAGER_BLOCK_MEMORY), so that between two calls the checker does not
+        make inputs (a longer pause between two calls makes the next one
+        slower: results/h200-judge-trusted.md, session 28): a list of
+        inputs per call, empty where each call's are drawn at its turn.
+        timing.block says which. The empty round trip stays before each
+        call: measured apart, back to back, it reads faster than the one a
+        call pays after such a pause, and the outside clock would then
+        refuse honest calls (measured on the CPU, session 28)."""
         import math
-        ready = []
         seeds[0], first = self.draw(None, seeds[0])  # a draw may take another seed (reseed)
         _, per_call = arena.plan(first)
         _, out_per_call = arena.output_slots(self.template)
@@ -961,33 +956,27 @@ class Evaluation:
         if self.device == "cuda":
             free, _ = torch.cuda.mem_get_info()
             cap = min(cap, math.floor(share * free))
+        ready = []
         if (per_call + out_per_call) * len(seeds) <= cap:
             ready = [first]
             for i in range(1, len(seeds)):
                 seeds[i], inputs = self.draw(None, seeds[i])
                 ready.append(inputs)
-        del first
-        trip = None
-        if not self.knobs.prime:
-            trip = timing.median([self._round_trip() for _ in range(BLOCK_TRIPS)])
-        self.block_mode = {"inputs": "drawn before the block" if ready else "drawn at each call",
-                                       "round_trips": "measured before the block" if trip is not None
-                                       else "one before each call"}
-        return ready, trip
+        self.block_mode = {"inputs": "drawn before the block" if ready else "drawn at each call"}
+        return ready
 
-    def _timed_call_only(self, i, seeds, calls, kept, inputs=None, trip=None):
+    def _timed_call_only(self, i, seeds, calls, kept, inputs=None):
         """(MKB_JUDGE_EAGER=block) Timed call i with nothing of the
-        checker's between it and the call before but the inputs' write
-        (inputs, drawn before the block, else drawn now) and the last
-        call's still-written test, and an empty round trip unless trip
-        (measured before the block) stands for it; its output snapshot is
-        kept for the baseline's block, which checks it."""
+        checker's between it and the call before but the last call's
+        still-written test, the empty round trip and the inputs' write
+        (inputs, drawn before the block, else drawn now); its output
+        snapshot is kept for the baseline's block, which checks it."""
         if inputs is None:
             seeds[i], inputs = self.draw(None, seeds[i])
         if kept:  # the call before: nothing may still be writing its output
             self.still_written(kept[-1][1], f"timed call {i}")
             kept[-1] = (kept[-1][0], None)
-        calls["trip"].append(self._round_trip() if trip is None else trip)
+        calls["trip"].append(self._round_trip())
         calls["inputs"].append(self.stage_inputs(inputs, self.template))
         del inputs
         kept.append(self._record_call(calls, self.template))

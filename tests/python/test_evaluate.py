@@ -358,9 +358,8 @@ class EagerBlockTest(unittest.TestCase):
         self.assertEqual(stages[:2], ["timing", "baseline"])  # no re-check before the baseline's block
         self.assertEqual(stages.count("recheck"), 2)
         self.assertNotIn("eager", inter["timing"])
-        # ready before the block: every call's inputs, and the round trip
-        self.assertEqual(result["timing"]["block"], {"inputs": "drawn before the block",
-                                                     "round_trips": "measured before the block"})
+        # ready before the block: every call's inputs
+        self.assertEqual(result["timing"]["block"], {"inputs": "drawn before the block"})
         self.assertNotIn("block", inter["timing"])
 
     def test_inputs_that_do_not_fit_are_drawn_at_each_call(self):
@@ -378,14 +377,6 @@ class EagerBlockTest(unittest.TestCase):
         self.assertEqual(result["timing"]["block"]["inputs"], "drawn at each call")
         inter, _ = run(KERNEL, timed=6, rechecks=2, seed=5)
         self.assertEqual(result["seeds"]["timed"], inter["seeds"]["timed"])
-
-    def test_prime_keeps_a_round_trip_before_each_call(self):
-        from unittest import mock
-        with mock.patch.dict(os.environ, {"MKB_JUDGE_EAGER": "block", "MKB_JUDGE_PRIME": "1"}):
-            result, _ = run(KERNEL, timed=6, rechecks=0)
-        self.assertEqual(result["status"], "passed", result["reason"])
-        self.assertEqual(result["timing"]["block"]["round_trips"], "one before each call")
-        self.assertIn("prime_ms", result["timing"]["phases"])
 
     def test_a_wrong_timed_call_is_caught_with_its_number(self):
         # calls 1-5 are the correctness draws, 6-15 the warm-up: call 16 on is timed
