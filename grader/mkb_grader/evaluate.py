@@ -106,8 +106,10 @@ class Knobs:
       same seeds, instead of the reference before each call. Every output
       is still checked, against the baseline's outputs as they are made
       (the snapshots are kept meanwhile); where they would take more than
-      EAGER_BLOCK_MEMORY of memory the calls stay interleaved. Recorded as
-      timing.eager ("block", or "interleaved" with "why")."""
+      EAGER_BLOCK_MEMORY of memory the calls stay interleaved. The timed
+      calls' inputs are drawn before the block where they fit beside the
+      snapshots. Recorded as timing.eager ("block", or "interleaved" with
+      "why") and timing.block."""
 
     def __init__(self, env):
         wait = env.get("MKB_JUDGE_WAIT")
