@@ -128,8 +128,9 @@ class Knobs:
 
 PHASES = ("before", "solve", "drain", "export")
 # (the candidate's word) how long it waited for the call since its last
-# answer, how long since its last call of solve returned, and its copy of the inputs (inside "before"; on a GPU the time to
-# issue the copies, their completion is in "before" too); with
+# answer, how long since its last call of solve returned, and its copy of
+# the inputs (inside "before"; on a GPU the time to issue the copies, their
+# completion is in "before" too); with
 # MKB_JUDGE_REPEAT=1 the repeated call, with MKB_JUDGE_PRIME=1 the call on
 # the last inputs before it (from the empty round trip's reply). A reply
 # without them keeps the four above.

@@ -150,6 +150,29 @@ PY
 	grep -q "+gpusleep needs --device cuda" err.txt
 '
 
+expect 'tools/pingpong_probe.py: one+gap, --pin same (the child asleep in recv) and apart; what cannot be pinned is refused' '
+	"$TOP/build/python" "$TOP/tools/pingpong_probe.py" --device cpu --calls 5 --rounds 2 --gap-ms 0.2 \
+		--conditions one,one+gap,pp+block,pp+eager+block+arena --pin same --json >probe.txt 2>rows.txt
+	python3 - <<PY
+import json
+rows = [json.loads(l) for l in open("rows.txt") if l.startswith("{")]
+assert [r["condition"] for r in rows] == ["one", "one+gap", "pp+block", "pp+eager+block+arena"], rows
+assert all(r["pin"] == "same" and all(m > 0 for m in r["round_medians_ms"]) for r in rows), rows
+PY
+	grep -q " pin same " probe.txt
+	if [ "$(nproc)" -ge 2 ]; then
+		"$TOP/build/python" "$TOP/tools/pingpong_probe.py" --device cpu --calls 5 --rounds 1 \
+			--conditions one,pp --pin apart >probe.txt 2>err.txt
+		grep -q "^| pp | " probe.txt
+	fi
+	rc=0; "$TOP/build/python" "$TOP/tools/pingpong_probe.py" --device cpu --conditions pp+shm --pin same >out.txt 2>err.txt || rc=$?
+	[ "$rc" = 2 ]
+	grep -q "with --pin same would take" err.txt
+	rc=0; "$TOP/build/python" "$TOP/tools/pingpong_probe.py" --device cpu --conditions old+gap >out.txt 2>err.txt || rc=$?
+	[ "$rc" = 2 ]
+	grep -q "unknown condition .old+gap." err.txt
+'
+
 expect 'gpu_batch.sh layout (TORCH=1): the probe per problem'"'"'s torch stand-in, rows labelled, the tables consolidated under OUT' '
 	OUT=$TMP/glay TORCH=1 PROCESSES=2 PROBE_FLAGS="--device cpu --calls 5 --blocks 2" MKB_PYTHON=$TOP/build/python \
 		bash "$TOP/tools/gpu_batch.sh" layout 28,36 >out.txt 2>err.txt
