@@ -72,7 +72,6 @@ class Runner:
         self.arrived_at = self.answered_at = None  # the "wait" phase of a call
         self.last_inputs = None  # (prime) the last call's inputs
         self.solved_at = None  # when solve last returned: the "since" phase of a call
-        self.since = None  # solved_at as it was before the last timed_solve
         self.affinity = None  # this thread's cores before it was pinned
         self.switch = None  # (box in, box out) to use once a mailbox message is answered
 
@@ -287,6 +286,7 @@ class Runner:
             except Exception as exc:
                 return failure(exc, "inputs")
         t_ready = time.perf_counter()
+        last = self.solved_at
         try:
             out, ms, t0, t1 = self.timed_solve(inputs if msg.get("call", True) else None)
         except Exception as exc:
@@ -295,7 +295,7 @@ class Runner:
         # warm-up's, the one before, a prime's) to the start of this one;
         # the longer, the colder the call (results/h200-judge-trusted.md,
         # session 28)
-        since = (t0 - self.since) * 1e3 if self.since is not None else None
+        since = (t0 - last) * 1e3 if last is not None else None
         t2 = time.perf_counter()
         repeat = self.repeat(inputs) if msg.get("repeat") and msg.get("call", True) else {}
         t_export = time.perf_counter()
@@ -333,17 +333,15 @@ class Runner:
             t1 = time.perf_counter()
             end.record()
             torch.cuda.synchronize()
-            self.since = self.solved_at
-            if inputs is not None:
-                self.solved_at = t1
-            return out, start.elapsed_time(end), t0, t1
-        t0 = time.perf_counter()
-        out = self.solve(*inputs) if inputs is not None else None
-        t1 = time.perf_counter()
-        self.since = self.solved_at
+            ms = start.elapsed_time(end)
+        else:
+            t0 = time.perf_counter()
+            out = self.solve(*inputs) if inputs is not None else None
+            t1 = time.perf_counter()
+            ms = (t1 - t0) * 1e3
         if inputs is not None:
             self.solved_at = t1
-        return out, (t1 - t0) * 1e3, t0, t1
+        return out, ms, t0, t1
 
     def repeat(self, inputs):
         """(diagnosis: MKB_JUDGE_REPEAT=1) solve again on the same inputs

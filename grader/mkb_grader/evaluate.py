@@ -922,16 +922,12 @@ class Evaluation:
         """(MKB_JUDGE_EAGER=block) Whether the snapshots of every timed
         call's outputs, kept until the baseline's block checks them, fit in
         EAGER_BLOCK_MEMORY; timing.eager says which procedure ran."""
-        import math
         if self.template is None:
             self.eager_mode = {"mode": "interleaved", "why": "no warm-up call to size the outputs from"}
             return False
         _, per_call = arena.output_slots(self.template)
         need = per_call * (self.max_timed if self.until_ci else self.timed)
-        cap, share = EAGER_BLOCK_MEMORY
-        if self.device == "cuda":
-            free, _ = torch.cuda.mem_get_info()
-            cap = min(cap, math.floor(share * free))
+        cap = self._block_memory()
         if need > cap:
             self.eager_mode = {"mode": "interleaved",
                                "why": f"the timed calls' outputs take {need / 2**20:.1f} MiB, "
@@ -939,6 +935,16 @@ class Evaluation:
             return False
         self.eager_mode = "block"
         return True
+
+    def _block_memory(self):
+        """(MKB_JUDGE_EAGER=block) Bytes the block may keep: EAGER_BLOCK_MEMORY's
+        cap, and on a GPU its share of the free memory now."""
+        import math
+        cap, share = EAGER_BLOCK_MEMORY
+        if self.device == "cuda":
+            free, _ = torch.cuda.mem_get_info()
+            cap = min(cap, math.floor(share * free))
+        return cap
 
     def _block_ready(self, seeds):
         """(MKB_JUDGE_EAGER=block) Every timed call's inputs drawn before
@@ -951,16 +957,11 @@ class Evaluation:
         call: measured apart, back to back, it reads faster than the one a
         call pays after such a pause, and the outside clock would then
         refuse honest calls (measured on the CPU, session 28)."""
-        import math
         seeds[0], first = self.draw(None, seeds[0])  # a draw may take another seed (reseed)
         _, per_call = arena.plan(first)
         _, out_per_call = arena.output_slots(self.template)
-        cap, share = EAGER_BLOCK_MEMORY
-        if self.device == "cuda":
-            free, _ = torch.cuda.mem_get_info()
-            cap = min(cap, math.floor(share * free))
         ready = []
-        if (per_call + out_per_call) * len(seeds) <= cap:
+        if (per_call + out_per_call) * len(seeds) <= self._block_memory():
             ready = [first]
             for i in range(1, len(seeds)):
                 seeds[i], inputs = self.draw(None, seeds[i])
