@@ -362,6 +362,50 @@ class EagerBlockTest(unittest.TestCase):
         self.assertEqual(result["timing"]["block"], {"inputs": "drawn before the block"})
         self.assertNotIn("block", inter["timing"])
 
+    def test_baseline_calls_follow_each_other_then_the_checks(self):
+        # The baseline's timed calls with nothing of the checks between them
+        # (as many as the block's memory keeps), as in the paper's harness.
+        from unittest import mock
+        from mkb_grader import evaluate, timing
+        log = []
+        real_call, real_check = timing.Clock.time_call, evaluate.Evaluation._check_timed
+
+        def time_call(clock, fn, args):
+            log.append("call")
+            return real_call(clock, fn, args)
+
+        def check(ev, i, *rest):
+            log.append(f"check {i}")
+            return real_check(ev, i, *rest)
+
+        with mock.patch.object(timing.Clock, "time_call", time_call), \
+                mock.patch.object(evaluate.Evaluation, "_check_timed", check):
+            result, _ = self.run_block(KERNEL, timed=6, rechecks=2, seed=5)
+        self.assertEqual(result["status"], "passed", result["reason"])
+        self.assertEqual(result["timing"]["eager_checks"], {"after_calls": 6})
+        # the baseline's warm-up (10 calls), its 6 timed calls, then 6 checks
+        self.assertEqual(log[-12:], ["call"] * 6 + [f"check {i}" for i in range(6)])
+        self.assertEqual(result["outputs_checked"], 5 + 6)
+        # kept outputs over the block's memory: checks after every 2 calls
+        log.clear()
+
+        def fits(ev):  # the kernel's output snapshots are kept all the same
+            ev.eager_mode = "block"
+            return True
+
+        from mkb_grader import arena
+        with mock.patch.object(timing.Clock, "time_call", time_call), \
+                mock.patch.object(evaluate.Evaluation, "_check_timed", check), \
+                mock.patch.object(evaluate.Evaluation, "_eager_block_fits", fits), \
+                mock.patch.object(evaluate.Evaluation, "_block_memory", 
+                               lambda ev: 2 * arena.output_slots(ev.template)[1] + 1):
+            small, _ = self.run_block(KERNEL, timed=6, rechecks=2, seed=5)
+        self.assertEqual(small["status"], "passed", small["reason"])
+        self.assertEqual(small["timing"]["eager_checks"], {"after_calls": 2})
+        self.assertEqual(log[-12:], ["call", "call", "check 0", "check 1"] + ["call", "call", "check 2", "check 3"]
+                         + ["call", "call", "check 4", "check 5"])
+        self.assertEqual(small["outputs_checked"], result["outputs_checked"])
+
     def test_inputs_that_do_not_fit_are_drawn_at_each_call(self):
         from unittest import mock
         from mkb_grader import evaluate
