@@ -48,6 +48,30 @@ def phases(rows):
               + " |")
 
 
+def probe_text(probe):
+    """A host probe (timing.host_probe) as "torch ms / Python ms @cpu"."""
+    if not isinstance(probe, dict):
+        return "-"
+    return f"{fmt(probe.get('torch_ms'), 3)} / {fmt(probe.get('py_ms'), 3)} @{probe.get('cpu', '-')}"
+
+
+def host(rows):
+    """How fast each process's core ran the host probe before the warm-up
+    and after the timed calls (timing.host): whether the machine moved
+    between two rows, rather than the kernel."""
+    have = [r for r in rows if (r.get("timing") or {}).get("host")]
+    if not have:
+        return
+    print("\nHost probe, torch ms / Python ms @core (timing.host; the candidate's by its word):\n")
+    print("| problem | dsl | workload | checker before | checker after | candidate before | candidate after |")
+    print("|---|---|---|---|---|---|---|")
+    for r in have:
+        h = r["timing"]["host"]
+        cells = [probe_text((h.get(side) or {}).get(when)) for side in ("checker", "candidate")
+                 for when in ("before", "after")]
+        print(f"| {r.get('label')} | {r.get('dsl')} | {r.get('workload')} | " + " | ".join(cells) + " |")
+
+
 def main(argv):
     rows = [json.loads(line) for line in open(argv[1], encoding="utf-8") if line.strip()]
     if len(argv) > 2:
@@ -104,6 +128,7 @@ def main(argv):
                   f"| {fmt(r.get('kernel_ms'))} | {fmt(r.get('eager_ms'))} | {fmt(r.get('speedup'), 2)} "
                   f"| {src} | {rules(r)} | {fmt(r.get('wall_s'), 1)} | {reason} |")
     phases(rows)
+    host(rows)
     graded = [r for r in rows if r.get("expect")]
     ok = sum(r.get("status") == r.get("expect") for r in graded)
     print(f"\n{ok} of {len(graded)} evaluations got the expected status")

@@ -13,7 +13,11 @@ spread = (max - min) / median. "95% CI" is the median over the evaluations
 of the half-width of each evaluation's own interval of its median, relative
 to that median (what one evaluation claims about itself: noise within its
 process). "calls IQR" is the median over the evaluations of the
-interquartile range of its timed calls over their median."""
+interquartile range of its timed calls over their median. "host probe" is
+the candidate's core speed before its warm-up (timing.host: a fixed run of
+small torch operations on the CPU); "per host probe" is the spread of the
+medians each divided by it: what is left once the machine's own speed is
+taken out."""
 import json
 import statistics
 import sys
@@ -73,6 +77,18 @@ class Group:
         self.unstable = sum(1 for n in noise if n.get("warmup") and not n["warmup"].get("stable"))
         self.cores = sorted({(p.get("checker"), p.get("candidate"))
                              for p in (n.get("pin") for n in noise) if p})
+        # (timing.host) the candidate's core speed before its warm-up, and
+        # the medians over it: what is left of the spread where the host's
+        # speed is taken out (launch-bound calls scale with it)
+        self.probe, scaled = [], []
+        for o in self.passed:
+            p = (((o.get("timing") or {}).get("host") or {}).get("candidate") or {}).get("before") or {}
+            t = p.get("torch_ms")
+            if isinstance(t, (int, float)) and t > 0:
+                self.probe.append(t)
+                if o.get("kernel_ms"):
+                    scaled.append(o["kernel_ms"] / t)
+        self.per_probe = spread(scaled) if len(scaled) == len(self.meds) else None
         self.clocks, self.temps = [], []
         for o in self.passed:
             state = (o.get("timing") or {}).get("gpu_state") or {}
@@ -133,8 +149,9 @@ def side_by_side(evals, order):
 def detail(evals, probes, order, configs):
     print("| kernel | evaluations passed | kernel medians (ms) | between evaluations | 95% CI (one evaluation) "
           "| eager between evaluations | block medians in one process (ms) | within a process "
-          "| SM MHz (timed calls) | GPU °C | kernels' GPU time between evaluations |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| SM MHz (timed calls) | GPU °C | kernels' GPU time between evaluations "
+          "| candidate's host probe (torch ms) | between evaluations, per host probe |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     summary = {}
     for label in order:
         probe = next((p for p in probes.get(label, []) if p.get("condition") == "made"), None)
@@ -153,7 +170,8 @@ def detail(evals, probes, order, configs):
             print(f"| {name} | {len(g.passed)} of {len(g.rows)} | {g.medians() if g.meds else ''} | "
                   f"{pct(g.between)} | ±{pct(g.ci)} | {pct(g.eager)} | "
                   f"{' '.join(f'{b:.4f}' for b in shown) or '-'} | {pct(spread(shown))} | "
-                  f"{span(g.clocks)} | {span(g.temps)} | {pct(g.device)} |")
+                  f"{span(g.clocks)} | {span(g.temps)} | {pct(g.device)} | "
+                  f"{span(g.probe, '{:.3f}')} | {pct(g.per_probe)} |")
     for config in configs:
         what = "" if configs == [DEFAULT] else f" ({config})"
         for key, figure in ((config, "kernels with a median"),

@@ -37,6 +37,9 @@ Messages from the checker, one reply each:
   {"op": "mailbox", "off": true} (through the box)     back to the socket
   {"op": "launch", "dry": bool} + 2 fds                (before import) the launch
                                                       recorder for cuInit: {"installed"}
+  {"op": "probe"}                                      this core's speed now
+                                                      (timing.host_probe: py_ms,
+                                                      torch_ms, cpu)
 Replies: {"ok": true, ...} or {"error": text, "cuda": bool, "where": stage}.
 Before the first request it announces {"ok": true, "ready": true} once torch
 is imported, so start-up is not charged to the kernel's time."""
@@ -188,6 +191,10 @@ class Runner:
         except (OSError, AttributeError) as exc:
             return {"ok": True, "installed": False, "why": f"cannot load the recorder: {exc}"[:300]}
         return {"ok": True, "installed": True}
+
+    def op_probe(self, msg, fds):
+        from .timing import host_probe
+        return {"ok": True, **host_probe()}
 
     def op_import(self, msg, fds):
         from .problem import load_module
@@ -378,7 +385,8 @@ class Runner:
     def serve(self):
         from .wire import PeerLost
         ops = {"arena": self.op_arena, "import": self.op_import, "go": self.op_go,
-               "gc": self.op_gc, "launch": self.op_launch, "mailbox": self.op_mailbox}
+               "gc": self.op_gc, "launch": self.op_launch, "mailbox": self.op_mailbox,
+               "probe": self.op_probe}
         spin, keep = 0.0, False
         while True:
             try:

@@ -38,6 +38,26 @@ def clone_inputs(value):
     return value
 
 
+def empty_like(value):
+    """Uninitialised tensors shaped as value's, in its structure."""
+    if isinstance(value, torch.Tensor):
+        return torch.empty_like(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(empty_like(v) for v in value)
+    return value
+
+
+def copy_into(dst, src):
+    """src's values in dst's tensors where the structure, shapes and dtypes
+    match (returns dst, now holding them); anything else is src itself."""
+    if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) \
+            and dst.shape == src.shape and dst.dtype == src.dtype and dst.device == src.device:
+        return dst.copy_(src)
+    if isinstance(dst, (tuple, list)) and isinstance(src, (tuple, list)) and len(dst) == len(src):
+        return type(src)(copy_into(d, v) for d, v in zip(dst, src))
+    return src
+
+
 def _describe(value):
     text = getattr(value, "describe_as", None)
     if isinstance(text, str):  # a stand-in for what a candidate process returned

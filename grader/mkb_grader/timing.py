@@ -50,6 +50,47 @@ def process_layout():
     return {"aslr": aslr, "hash_seed": "random" if sys.flags.hash_randomization else "0"}
 
 
+PROBE_LOOP = 20_000  # iterations of the probe's Python loop
+PROBE_OPS = 100  # torch operations of the probe's dispatch part
+PROBE_REPEATS = 3
+
+
+def host_probe():
+    """(ours, diagnosis) How fast this core runs the host side of a call
+    right now: a fixed Python loop and a fixed run of small torch
+    operations on the CPU (the interpreter and torch's dispatch, which a
+    launch-bound call is made of), the fastest of PROBE_REPEATS each, and
+    the core it ran on. On a virtual machine a core's speed moves in steps
+    with what else its host runs (on the 2-core CPU test machine 1.6-1.8x
+    within seconds: results/h200-judge-trusted.md, session 29); beside an
+    evaluation's figure this says whether the machine or the kernel moved.
+    About 2-5 ms."""
+    x = torch.ones(64)
+    py, ops = [], []
+    for _ in range(PROBE_REPEATS):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(PROBE_LOOP):
+            total += i
+        t1 = time.perf_counter()
+        for _ in range(PROBE_OPS):
+            x = x.add(1.0)
+        t2 = time.perf_counter()
+        py.append((t1 - t0) * 1e3)
+        ops.append((t2 - t1) * 1e3)
+    return {"py_ms": min(py), "torch_ms": min(ops), "cpu": current_cpu()}
+
+
+def current_cpu():
+    """The core this thread runs on now (field 39 of /proc/thread-self/stat), or None."""
+    try:
+        with open("/proc/thread-self/stat", encoding="ascii") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(")") + 2:].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def median(values):
     return statistics.median(values) if values else None
 

@@ -140,5 +140,28 @@ class AnchorTest(unittest.TestCase):
             self.assertNotEqual(orig.data_ptr(), anc.data_ptr())
 
 
+class KeepTest(unittest.TestCase):
+    """empty_like and copy_into: the baseline's block keeps its outputs as
+    copies in buffers made before the calls."""
+
+    def test_values_land_in_the_buffers(self):
+        tmpl = (torch.zeros(3, 4, dtype=torch.bfloat16), torch.zeros(2), 7)
+        buf = C.empty_like(tmpl)
+        self.assertEqual(buf[2], 7)
+        out = (torch.randn(3, 4).to(torch.bfloat16), torch.randn(2), 7)
+        got = C.copy_into(buf, out)
+        self.assertIs(got[0], buf[0])
+        self.assertIs(got[1], buf[1])
+        self.assertTrue(torch.equal(got[0], out[0]) and torch.equal(got[1], out[1]))
+
+    def test_a_different_output_is_kept_as_it_is(self):
+        buf = C.empty_like((torch.zeros(3), torch.zeros(2)))
+        other = torch.ones(4)  # the structure differs: the output itself
+        self.assertIs(C.copy_into(buf, other), other)
+        got = C.copy_into(buf, (torch.ones(3), torch.ones(5)))  # one shape differs
+        self.assertIs(got[0], buf[0])
+        self.assertEqual(got[1].shape, (5,))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -91,6 +91,23 @@ class ProcedureTest(unittest.TestCase):
         # the allowance for that copy: the checker's own write, with headroom
         self.assertGreater(t["inputs_ms"], 0)
         self.assertGreaterEqual(ph["round_trip_ms"], t["round_trip_ms"])  # the latter capped
+        # each process's core speed before the warm-up and after the timed calls
+        cores = os.sched_getaffinity(0)
+        for side in ("checker", "candidate"):
+            for when in ("before", "after"):
+                probe = t["host"][side][when]
+                self.assertGreater(probe["py_ms"], 0, (side, when))
+                self.assertGreater(probe["torch_ms"], 0, (side, when))
+                self.assertIn(probe["cpu"], cores)
+
+    def test_a_candidates_probe_is_kept_to_numbers_in_range(self):
+        from mkb_grader.evaluate import probe_reply
+        self.assertEqual(probe_reply({"ok": True, "py_ms": "fast", "torch_ms": -1.0, "cpu": True}),
+                         {"py_ms": None, "torch_ms": None, "cpu": None})
+        self.assertEqual(probe_reply({"py_ms": float("nan"), "torch_ms": 1e9, "cpu": 1 << 20}),
+                         {"py_ms": None, "torch_ms": None, "cpu": None})
+        self.assertEqual(probe_reply({"py_ms": 0.7, "torch_ms": 2, "cpu": 3}),
+                         {"py_ms": 0.7, "torch_ms": 2.0, "cpu": 3})
 
     def test_two_evaluations_draw_different_seeds(self):
         a, _ = run(KERNEL, timed=0)

@@ -50,6 +50,16 @@ class JudgeTableTest(unittest.TestCase):
         self.assertEqual(cells(out, "36_rmsnorm sandbox off")[5:8], ["0.2000", "0.3000", "1.500"])
         self.assertNotIn("kernel median new/old", out)  # no plain pair
 
+    def test_the_host_probe_of_each_process(self):
+        probe = {"torch_ms": 0.4, "py_ms": 0.7, "cpu": 1}
+        host = {"checker": {"before": probe, "after": dict(probe, torch_ms=0.75, cpu=0)},
+                "candidate": {"before": dict(probe, cpu=2)}}
+        out = table_of([row("new", "36 #1", 0.1, timing={"host": host}), row("new", "36 #2", 0.1)])
+        probes = out[out.index("Host probe"):]
+        c = cells(probes, "36 #1")
+        self.assertEqual(c[3:], ["0.400 / 0.700 @1", "0.750 / 0.700 @0", "0.400 / 0.700 @2", "-"])
+        self.assertNotIn("| 36 #2 |", probes)  # no probe, no row
+
 
 if __name__ == "__main__":
     unittest.main()

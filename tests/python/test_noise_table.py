@@ -117,6 +117,21 @@ class NoiseTableTest(unittest.TestCase):
         self.assertIn("kernels whose GPU time (timing.device_ms) is >= 50 us: 1 of 1 within 2% between "
                       "evaluations (issue 11's bar); worst 0.2%", out)
 
+    def test_the_spread_left_once_the_host_speed_is_taken_out(self):
+        # medians 0.10, 0.15, 0.12 ms (41.7%) on a candidate core whose probe
+        # read 0.40, 0.60, 0.48 ms: per probe all 0.25, no spread left
+        rows = []
+        for k, p in ((0.10, 0.40), (0.15, 0.60), (0.12, 0.48)):
+            r = ev("default", k)
+            r["timing"]["host"] = {"candidate": {"before": {"torch_ms": p, "py_ms": 1.0, "cpu": 3}}}
+            rows.append(r)
+        c = cells(table_of(rows), "| 36_rmsnorm/cutedsl")
+        self.assertEqual((c[3], c[11], c[12]), ("41.7%", "0.400-0.600", "0.0%"))
+        # a row without the probe: no per-probe figure rather than a partial one
+        del rows[2]["timing"]["host"]
+        c = cells(table_of(rows), "| 36_rmsnorm/cutedsl")
+        self.assertEqual((c[11], c[12]), ("0.400-0.600", "-"))
+
 
 if __name__ == "__main__":
     unittest.main()
