@@ -27,6 +27,13 @@ def rules(r):
     return f"checked ({fmt(r.get('dsl_share'), 2)})"
 
 
+def loop_text(loop):
+    """(MKB_JUDGE_LOOP) the candidate's back-to-back median and the events' over it."""
+    if not isinstance(loop, dict):
+        return "-"
+    return f"{fmt(loop.get('ms'))} ({fmt(loop.get('over'), 2)}x)"
+
+
 def phases(rows):
     """Where the checker's clock of a timed call goes (timing.phases, medians
     over the calls): what the outside clock sees beyond the candidate's events."""
@@ -34,8 +41,8 @@ def phases(rows):
     if not have:
         return
     print("\n| problem | dsl | workload | events ms | checker wall ms | wall - events | round trip "
-          "| before (inputs) | solve | drain | export | wait | since | repeat | prime |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| before (inputs) | solve | drain | export | wait | since | repeat | prime | loop (events/loop) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in have:
         t = r["timing"]
         ph = t["phases"]
@@ -45,7 +52,7 @@ def phases(rows):
               + f"{fmt(ph.get('round_trip_ms'))} | {fmt(ph.get('before_ms'))} ({fmt(ph.get('inputs_ms'))}) | "
               + " | ".join(fmt(ph.get(k)) for k in ("solve_ms", "drain_ms", "export_ms", "wait_ms", "since_ms", "repeat_ms",
                                                    "prime_ms"))
-              + " |")
+              + f" | {loop_text(t.get('loop'))} |")
 
 
 def probe_text(probe):

@@ -37,6 +37,10 @@ Messages from the checker, one reply each:
   {"op": "mailbox", "off": true} (through the box)     back to the socket
   {"op": "launch", "dry": bool} + 2 fds                (before import) the launch
                                                       recorder for cuInit: {"installed"}
+  {"op": "loop", "inputs": description, "calls": n}   (diagnosis) n calls of solve back
+                                                      to back, each on a fresh copy of
+                                                      these inputs made just before it:
+                                                      {"ms": their median}
   {"op": "probe"}                                      this core's speed now
                                                       (timing.host_probe: py_ms,
                                                       torch_ms, cpu)
@@ -191,6 +195,25 @@ class Runner:
         except (OSError, AttributeError) as exc:
             return {"ok": True, "installed": False, "why": f"cannot load the recorder: {exc}"[:300]}
         return {"ok": True, "installed": True}
+
+    def op_loop(self, msg, fds):
+        """(diagnosis: MKB_JUDGE_LOOP=N) The old judge's loop inside this
+        process: a fresh copy of the inputs made just before each call (as
+        it made inputs), then the call, timed as a timed call is; outputs
+        dropped. The median says what a call costs with no hand-over."""
+        import statistics
+        from .correctness import clone_inputs
+        try:
+            base = self.take_inputs(msg)
+            times = []
+            for _ in range(max(1, min(int(msg.get("calls", 1)), 1000))):
+                inputs = clone_inputs(base)
+                _, ms, _, _ = self.timed_solve(inputs)
+                times.append(ms)
+                del inputs
+        except Exception as exc:
+            return failure(exc, "loop")
+        return {"ok": True, "ms": statistics.median(times)}
 
     def op_probe(self, msg, fds):
         from .timing import host_probe
@@ -386,7 +409,7 @@ class Runner:
         from .wire import PeerLost
         ops = {"arena": self.op_arena, "import": self.op_import, "go": self.op_go,
                "gc": self.op_gc, "launch": self.op_launch, "mailbox": self.op_mailbox,
-               "probe": self.op_probe}
+               "probe": self.op_probe, "loop": self.op_loop}
         spin, keep = 0.0, False
         while True:
             try:

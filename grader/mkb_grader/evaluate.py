@@ -50,6 +50,8 @@ SOL_MARGIN = 0.9
 # calls' outputs may take: at most this many bytes and this share of the
 # device's free memory.
 EAGER_BLOCK_MEMORY = (4 << 30, 0.25)
+# (MKB_JUDGE_LOOP) the most back-to-back calls the diagnosis may ask for
+LOOP_MAX = 200
 # Between its prepare and its call the candidate polls for the "go" without
 # sleeping, for at most this long (docs/judge.md "Timing").
 SPIN_S = 0.5
@@ -109,7 +111,15 @@ class Knobs:
       EAGER_BLOCK_MEMORY of memory the calls stay interleaved. The timed
       calls' inputs are drawn before the block where they fit beside the
       snapshots. Recorded as timing.eager ("block", or "interleaved" with
-      "why") and timing.block."""
+      "why") and timing.block;
+    - MKB_JUDGE_LOOP=N: after the timed calls the candidate calls solve N
+      times back to back (at most LOOP_MAX), each on a fresh copy of one
+      more draw's inputs made just before it, as the old judge's loop made
+      inputs just before each call, timed the same way, outputs dropped:
+      timing.loop {"calls", "ms": their median, "over": the events median
+      over it}, what the hand-over between two calls costs the figure in
+      this very evaluation, on whatever the machine is doing now (the
+      candidate's word; diagnosis only, never in the verdict)."""
 
     def __init__(self, env):
         wait = env.get("MKB_JUDGE_WAIT")
@@ -124,6 +134,8 @@ class Knobs:
         self.prime = env.get("MKB_JUDGE_PRIME") == "1"
         self.go = "mailbox" if env.get("MKB_JUDGE_GO") == "mailbox" else "socket"
         self.eager_block = env.get("MKB_JUDGE_EAGER") == "block"
+        loop = env.get("MKB_JUDGE_LOOP", "")
+        self.loop = min(int(loop), LOOP_MAX) if loop.isdigit() else 0
 
 
 def probe_reply(reply):
@@ -752,6 +764,18 @@ class Evaluation:
         peer.box_in = boxes[1] if len(boxes) > 1 else None
         self.go = {"channel": "mailbox", "replies": "mailbox" if peer.box_in else "socket"}
 
+    def _loop(self):
+        """(diagnosis: MKB_JUDGE_LOOP=N) The candidate's N back-to-back calls
+        on copies of one more draw's inputs: {"calls", "ms"} (ms None where
+        it did not say)."""
+        _, inputs = self.draw(None)
+        self.stage_inputs(inputs, self.template)
+        (desc, _), self.staged = self.staged, None
+        reply = self.ask({"op": "loop", "inputs": desc, "calls": self.knobs.loop})
+        ms = reply.get("ms")
+        return {"calls": self.knobs.loop,
+                "ms": float(ms) if isinstance(ms, (int, float)) and 0 < ms < float("inf") else None}
+
     def _host_probe(self, when):
         """(ours, diagnosis) timing.host: how fast each process's core runs
         the host side of a call (timing.host_probe), the checker's measured
@@ -846,6 +870,7 @@ class Evaluation:
             if i == len(seeds) and self.until_ci and len(seeds) < self.max_timed \
                     and self._too_wide(calls["kernel"]):
                 seeds.extend(self.seed() for _ in range(min(10, self.max_timed - len(seeds))))
+        loop = self._loop() if self.knobs.loop else None
         if kept is not None:
             self._go_channel(False)  # the candidate need not spin through the baseline's block
             self._eager_block(seeds, recheck, clock, calls, kept)
@@ -865,6 +890,10 @@ class Evaluation:
         # (ours, diagnosis) each process's core speed before the warm-up and
         # after the timed calls (the candidate's by its word)
         self.result["timing"]["host"] = self.host
+        if loop is not None:  # (diagnosis) MKB_JUDGE_LOOP=N
+            events = self.result["timing"]["events_ms"]
+            self.result["timing"]["loop"] = {**loop, "over": events / loop["ms"]
+                                             if events and loop.get("ms") else None}
 
     def _too_wide(self, values):
         ci = timing.median_ci(values)

@@ -550,6 +550,24 @@ class KnobsTest(unittest.TestCase):
         self.assertEqual((k.go, k.reply_box, k.eager_block, k.reply_spin_s), ("mailbox", True, True, 0.0))
         k = Knobs({"MKB_JUDGE_GO": "shm", "MKB_JUDGE_REPLY": "box", "MKB_JUDGE_EAGER": "1"})
         self.assertEqual((k.go, k.reply_box, k.eager_block), ("socket", False, False))
+        from mkb_grader.evaluate import LOOP_MAX
+        self.assertEqual([Knobs({"MKB_JUDGE_LOOP": v}).loop for v in ("", "yes", "-3", "2.5", "20", "99999")],
+                         [0, 0, 0, 0, 20, LOOP_MAX])
+
+    def test_the_back_to_back_loop(self):
+        # (MKB_JUDGE_LOOP=N) N calls in a row inside the candidate after the
+        # timed calls: their median beside the events', nothing else changed
+        from unittest import mock
+        with mock.patch.dict(os.environ, {"MKB_JUDGE_LOOP": "7"}):
+            result, _ = run(KERNEL, timed=6, seed=4)
+        self.assertEqual(result["status"], "passed", result["reason"])
+        loop = result["timing"]["loop"]
+        self.assertEqual(loop["calls"], 7)
+        self.assertGreater(loop["ms"], 0)
+        self.assertAlmostEqual(loop["over"], result["timing"]["events_ms"] / loop["ms"])
+        plain, _ = run(KERNEL, timed=6, seed=4)
+        self.assertNotIn("loop", plain["timing"])
+        self.assertEqual(plain["seeds"], result["seeds"])  # the loop's draw is not the figure's
 
 
 class DslMissingTest(unittest.TestCase):

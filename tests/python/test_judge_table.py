@@ -60,6 +60,13 @@ class JudgeTableTest(unittest.TestCase):
         self.assertEqual(c[3:], ["0.400 / 0.700 @1", "0.750 / 0.700 @0", "0.400 / 0.700 @2", "-"])
         self.assertNotIn("| 36 #2 |", probes)  # no probe, no row
 
+    def test_the_back_to_back_loop_beside_the_phases(self):
+        t = {"events_ms": 0.1, "wall_ms": 0.3, "phases": {"since_ms": 0.5},
+             "loop": {"calls": 50, "ms": 0.04, "over": 2.5}}
+        out = table_of([row("new", "36 #1", 0.1, timing=t)])
+        c = cells(out[out.index("| problem | dsl | workload | events ms"):], "36 #1")
+        self.assertEqual((c[12], c[-1]), ("0.5000", "0.0400 (2.50x)"))
+
 
 if __name__ == "__main__":
     unittest.main()
