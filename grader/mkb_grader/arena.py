@@ -268,11 +268,14 @@ class Described:
         self.describe_as = text
 
 
-def snapshot(arena, desc, expected, slots, device):
+def snapshot(arena, desc, expected, slots, device, copies=None):
     """Checker side: rebuild the candidate's output from its description and
     private copies of the arena slots, on the checker's device. Anything that
     does not match expected's structure comes back as a stand-in that makes
-    correctness.check_structure report it (meta tensors keep shape and dtype)."""
+    correctness.check_structure report it (meta tensors keep shape and dtype).
+    copies: the checker's private copies of the slots' bytes, already made
+    (one per slot, as private_copy makes them): each tensor is then a view
+    of its slot's copy instead of a second copy of the same bytes."""
     k = desc.get("k") if isinstance(desc, dict) else None
     if k == "tensor":
         try:
@@ -293,13 +296,16 @@ def snapshot(arena, desc, expected, slots, device):
             return torch.empty(shape, dtype=dtype, device="meta")
         off, n = slots[slot]
         stride = list(expected.contiguous().stride()) if expected.dim() else []
+        if copies is not None:
+            return copies[slot].view(dtype).as_strided(shape, stride) if n else \
+                torch.empty(shape, dtype=dtype, device=device)
         return private_copy(arena.view(off, n, dtype, shape, stride), device)
     if k in ("tuple", "list"):
         items = desc.get("items")
         if not isinstance(items, list):
             return Described("malformed sequence")
         exp = expected if isinstance(expected, (tuple, list)) else []
-        out = [snapshot(arena, d, exp[i] if i < len(exp) else None, slots, device)
+        out = [snapshot(arena, d, exp[i] if i < len(exp) else None, slots, device, copies)
                for i, d in enumerate(items)]
         return tuple(out) if k == "tuple" else out
     if k == "scalar":

@@ -541,7 +541,8 @@ class Evaluation:
         # boundary (results/h200-judge-trusted.md, session 12).
         kept = [arena.private_copy(v, self.device) for v in views]
         try:
-            actual = arena.snapshot(self.arena_out, reply.get("out"), expected, slots, self.device)
+            # the output as views of those copies: one copy of each slot
+            actual = arena.snapshot(self.arena_out, reply.get("out"), expected, slots, self.device, kept)
         except Exception as exc:  # whatever the candidate described, it is its failure
             raise Outcome("failed", f"{self.stage}: the output could not be read back: "
                                     f"{describe_exception(exc)}") from exc

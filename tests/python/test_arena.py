@@ -50,6 +50,23 @@ class ArenaTest(unittest.TestCase):
                 self.a.view(0, 4 * n, torch.float32, [n], [1])
                 self.assertLessEqual(len(self.a.views), 3)
 
+    def test_a_snapshot_over_copies_already_made(self):
+        # the candidate's export, then the checker's snapshot either as copies
+        # of its own or as views of the slot copies it already made
+        expected = (torch.randn(3, 5).to(torch.bfloat16), torch.tensor(2.5), torch.zeros(0))
+        slots, size = arena.output_slots(expected)
+        out = (torch.randn(3, 5).to(torch.bfloat16), torch.tensor(-1.0), torch.zeros(0))
+        desc = arena.export(self.a, out, slots)
+        plain = arena.snapshot(self.a, desc, expected, slots, "cpu")
+        raw = [arena.private_copy(self.a.view(off, n, torch.uint8, [n], [1]), "cpu") for off, n in slots]
+        viewed = arena.snapshot(self.a, desc, expected, slots, "cpu", raw)
+        for p, v, o in zip(plain, viewed, out):
+            self.assertTrue(torch.equal(p, o) and torch.equal(v, o))
+            self.assertEqual((v.dtype, v.shape), (o.dtype, o.shape))
+        self.assertEqual(viewed[0].data_ptr(), raw[0].data_ptr())  # no second copy
+        arena.export(self.a, (torch.ones(3, 5, dtype=torch.bfloat16), torch.tensor(7.0), torch.zeros(0)), slots)
+        self.assertTrue(torch.equal(viewed[0], out[0]))  # still the bytes as they were
+
 
 if __name__ == "__main__":
     unittest.main()
