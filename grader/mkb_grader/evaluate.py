@@ -58,10 +58,22 @@ SPIN_S = 0.5
 
 
 class Knobs:
-    """Diagnosis switches of the timed calls, from the environment, read per
+    """Switches of the timed calls, from the environment, read per
     evaluation (a checker forked from a zygote imported this module under the
-    zygote's environment, not the evaluation's). Each is off by default until
-    measured:
+    zygote's environment, not the evaluation's).
+
+    The timed procedure is on by default since session 29 (measured on an
+    H100 on DSL kernels: results/h200-judge-trusted.md): the kernel's calls
+    as one block and the eager baseline's as another, as the paper's
+    harness (MKB_JUDGE_EAGER), the messages of the block through shared
+    memory both ways (MKB_JUDGE_GO, MKB_JUDGE_REPLY) and a call of solve on
+    the last inputs just before each call (MKB_JUDGE_PRIME). Each part is
+    off only when named so exactly: MKB_JUDGE_EAGER=interleaved (the
+    reference before each call, the procedure before session 29),
+    MKB_JUDGE_GO=socket, MKB_JUDGE_REPLY=socket (or =spin), MKB_JUDGE_PRIME=0.
+
+    The switches (those of the procedure marked "on"; the others are
+    diagnosis, off by default):
     - MKB_JUDGE_WAIT=block: the candidate sleeps until the "go" (no polling),
       to measure what the polling changes; =hot: it also polls (at most
       SPIN_S) from answering one call to the next message, so its core does
@@ -85,24 +97,25 @@ class Knobs:
       calls costs the first one (the old judge's loop had none). The
       candidate's clock for the repeat is taken off the call's wall time,
       so the outside clock rests on its word: never for a real verdict;
-    - MKB_JUDGE_PRIME=1: the empty round trip before each call first runs
-      solve on the last call's inputs in the candidate (output dropped), so
+    - MKB_JUDGE_PRIME (on; =0 off): the empty round trip before each call
+      runs solve on the last call's inputs in the candidate (output dropped), so
       the timed call follows a call of solve by the round trip and the
       input write only, as in the old judge's loop, instead of sleeping
       while the checker ran the eager baseline; its time is phases
       prime_ms. The candidate's clock for it is taken off the round trip,
       which stays capped (ROUND_TRIP_CAP_MS), so its word cannot widen the
       outside clock's allowance;
-    - MKB_JUDGE_GO=mailbox: from the warm-up to the last timed call the
+    - MKB_JUDGE_GO (mailbox; =socket off): from the warm-up to the last timed call the
       checker's messages reach the candidate through shared memory
       (mailbox.py), on which the candidate spins, instead of the socket it
-      polls with a system call per look; replies stay on the socket unless
-      MKB_JUDGE_REPLY=mailbox (then through a second box the candidate
-      writes and the checker spins on, reading a copy of each reply).
+      polls with a system call per look; replies too, through a second box
+      the candidate writes and the checker spins on, reading a copy of each
+      reply (MKB_JUDGE_REPLY=socket: on the socket, the checker asleep in
+      recv).
       Recorded as timing.go: {"channel": "mailbox", "replies": "socket" or
       "mailbox"}, or {"channel": "socket", "why"} where the boxes could not
       be used;
-    - MKB_JUDGE_EAGER=block: the procedure of the paper's harness (and of
+    - MKB_JUDGE_EAGER (block; =interleaved off): the procedure of the paper's harness (and of
       the old in-process judge): the kernel's timed calls as one block,
       then the eager baseline's as another after its own warm-up, on the
       same seeds, instead of the reference before each call. Every output
@@ -129,11 +142,13 @@ class Knobs:
         self.warm = prep if prep in ("warm", "touch") else False
         self.keep = env.get("MKB_JUDGE_KEEP") == "1"
         self.reply_spin_s = SPIN_S if env.get("MKB_JUDGE_REPLY") == "spin" else 0.0
-        self.reply_box = env.get("MKB_JUDGE_REPLY") == "mailbox"
+        # the timed procedure (on by default since session 29; each part off
+        # only when named so exactly)
+        self.reply_box = env.get("MKB_JUDGE_REPLY") not in ("socket", "spin")
         self.repeat = env.get("MKB_JUDGE_REPEAT") == "1"
-        self.prime = env.get("MKB_JUDGE_PRIME") == "1"
-        self.go = "mailbox" if env.get("MKB_JUDGE_GO") == "mailbox" else "socket"
-        self.eager_block = env.get("MKB_JUDGE_EAGER") == "block"
+        self.prime = env.get("MKB_JUDGE_PRIME") != "0"
+        self.go = "socket" if env.get("MKB_JUDGE_GO") == "socket" else "mailbox"
+        self.eager_block = env.get("MKB_JUDGE_EAGER") != "interleaved"
         loop = env.get("MKB_JUDGE_LOOP", "")
         self.loop = min(int(loop), LOOP_MAX) if loop.isdigit() else 0
 

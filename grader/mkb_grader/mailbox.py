@@ -33,6 +33,8 @@ import platform
 import time
 
 SIZE = 16 + (1 << 20)  # header + the socket's own cap on a message (wire.MAX_MESSAGE)
+SPIN_LIMIT_S = 0.5  # a wait spins this long at most (evaluate.SPIN_S, the socket's poll)...
+NAP_S = 0.0002  # ...then looks every this often, asleep in between
 HEADER = 16
 F_SEAL_FUTURE_WRITE = getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x0010)  # Linux 5.1
 
@@ -103,25 +105,36 @@ class Mailbox:
         self.seq += 1
         self.mem[0:8] = self.seq.to_bytes(8, "little")
 
-    def get(self, alive=None, every_s=0.5, deadline=None):
-        """The next message, spinning without a system call until it comes;
-        every every_s seconds alive() is asked (a system call of the
-        caller's: is the other side still there?) and a False ends the wait
-        with None, as does passing deadline (time.perf_counter) with
-        TimeoutError. What the box holds is read once, as a copy, and must
-        be one JSON object within the cap; anything else is a MailboxError
-        (the writer may be the candidate)."""
+    def get(self, alive=None, every_s=0.5, deadline=None, spin_s=SPIN_LIMIT_S):
+        """The next message, spinning without a system call until it comes,
+        for spin_s seconds at most; after that it looks every NAP_S,
+        asleep in between, so that a long wait (the other side's seconds of
+        work: a long kernel, the float64 anchor) does not hold a core that
+        work could use (on the 2-core CPU machine a spinning side made the
+        other's work up to 2x slower). Every every_s seconds alive() is
+        asked (a system call of the caller's: is the other side still
+        there?) and a False ends the wait with None, as does passing
+        deadline (time.perf_counter) with TimeoutError. What the box holds
+        is read once, as a copy, and must be one JSON object within the
+        cap; anything else is a MailboxError (the writer may be the
+        candidate)."""
         mem, want = self.mem, self.seq + 1
-        check = time.perf_counter() + every_s  # vDSO: no system call
-        n = 0
+        start = time.perf_counter()  # vDSO: no system call
+        check, nap_from = start + every_s, start + spin_s
+        n, napping = 0, False
         while int.from_bytes(mem[0:8], "little") != want:
             n += 1
-            if n & 0x3FFF == 0 and time.perf_counter() > check:
-                if alive is not None and not alive():
-                    return None
-                if deadline is not None and time.perf_counter() > deadline:
-                    raise TimeoutError("no message in the mailbox")
-                check = time.perf_counter() + every_s
+            if napping or n & 0x3FFF == 0:
+                now = time.perf_counter()
+                if now > check:
+                    if alive is not None and not alive():
+                        return None
+                    if deadline is not None and now > deadline:
+                        raise TimeoutError("no message in the mailbox")
+                    check = now + every_s
+                if napping or now > nap_from:
+                    napping = True
+                    time.sleep(NAP_S)
         self.seq = want
         size = int.from_bytes(mem[8:12], "little")
         if size > SIZE - HEADER:

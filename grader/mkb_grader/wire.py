@@ -137,7 +137,13 @@ class Peer:
 
     def _alive(self):
         """While waiting on the mailbox: False once the other side closed
-        the socket (nothing else arrives there meanwhile)."""
+        the socket (nothing else arrives there meanwhile). A look that
+        never waits: with a timeout set on the socket (an earlier recv's),
+        Python would first wait up to that long for it to be readable,
+        whatever the flags, and a reply arriving in the box meanwhile would
+        go unseen until then (session 29: a mailbox wait over 0.5 s hung
+        the checker for its whole budget)."""
+        self.sock.settimeout(None)  # blocking mode: MSG_DONTWAIT alone decides
         try:
             return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
         except BlockingIOError:

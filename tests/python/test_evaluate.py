@@ -80,7 +80,7 @@ class ProcedureTest(unittest.TestCase):
         # phases, the uncapped empty round trip
         ph = t["phases"]
         self.assertEqual(set(ph), {"before_ms", "solve_ms", "drain_ms", "export_ms", "round_trip_ms",
-                                   "wait_ms", "inputs_ms", "since_ms"})
+                                   "wait_ms", "inputs_ms", "since_ms", "prime_ms"})
         self.assertTrue(all(v >= 0 for v in ph.values()), ph)
         # since the candidate's last solve returned: at least the wait for
         # this call's message and the inputs' copy, which fall inside it
@@ -316,12 +316,13 @@ if __name__ == "__main__":
 
 
 class MailboxTest(unittest.TestCase):
-    """MKB_JUDGE_GO=mailbox: the timed loop's messages through shared memory,
-    every output still checked, the socket back for what follows."""
+    """MKB_JUDGE_GO (mailbox by default): the timed loop's messages through
+    shared memory, every output still checked, the socket back for what
+    follows."""
 
     def test_timed_loop_through_the_box_then_the_socket_again(self):
         from unittest import mock
-        with mock.patch.dict(os.environ, {"MKB_JUDGE_GO": "mailbox"}):
+        with mock.patch.dict(os.environ, {"MKB_JUDGE_GO": "mailbox", "MKB_JUDGE_REPLY": "socket"}):
             boxed, _ = run(KERNEL, timed=6)
         self.assertEqual(boxed["status"], "passed", boxed["reason"])
         self.assertEqual(boxed["timing"]["go"], {"channel": "mailbox", "replies": "socket"})
@@ -329,14 +330,14 @@ class MailboxTest(unittest.TestCase):
         self.assertIsNone(_CANDIDATE.peer.box_in)
         # the same candidate process, next evaluation over the socket: the
         # same calls and checks
-        result, _ = run(KERNEL, timed=6)
+        with mock.patch.dict(os.environ, {"MKB_JUDGE_GO": "socket"}):
+            result, _ = run(KERNEL, timed=6)
         self.assertEqual(result["status"], "passed", result["reason"])
         self.assertNotIn("go", result["timing"])
         self.assertEqual(boxed["outputs_checked"], result["outputs_checked"])
         self.assertEqual(boxed["timed_calls"], 6)
-        # replies through a second box too
-        with mock.patch.dict(os.environ, {"MKB_JUDGE_GO": "mailbox", "MKB_JUDGE_REPLY": "mailbox"}):
-            both, _ = run(KERNEL, timed=6)
+        # replies through a second box too: the default
+        both, _ = run(KERNEL, timed=6)
         self.assertEqual(both["status"], "passed", both["reason"])
         self.assertEqual(both["timing"]["go"], {"channel": "mailbox", "replies": "mailbox"})
         self.assertEqual(both["outputs_checked"], result["outputs_checked"])
@@ -350,6 +351,13 @@ class MailboxTest(unittest.TestCase):
             result, _ = run(bad, timed=6)
         self.assertEqual(result["status"], "failed")
         self.assertRegex(result["reason"], "warm-up|timed call|re-check")
+
+
+def run_interleaved(src, **req):
+    """An evaluation with the reference before each call (MKB_JUDGE_EAGER=interleaved)."""
+    from unittest import mock
+    with mock.patch.dict(os.environ, {"MKB_JUDGE_EAGER": "interleaved"}):
+        return run(src, **req)
 
 
 class EagerBlockTest(unittest.TestCase):
@@ -366,7 +374,7 @@ class EagerBlockTest(unittest.TestCase):
         result, ch = self.run_block(KERNEL, timed=6, rechecks=2, seed=5)
         self.assertEqual(result["status"], "passed", result["reason"])
         self.assertEqual(result["timing"]["eager"], "block")
-        inter, _ = run(KERNEL, timed=6, rechecks=2, seed=5)
+        inter, _ = run_interleaved(KERNEL, timed=6, rechecks=2, seed=5)
         self.assertEqual(result["outputs_checked"], inter["outputs_checked"])
         self.assertEqual(result["seeds"]["timed"], inter["seeds"]["timed"])
         self.assertEqual(len(result["seeds"]["warmup"]), 10)
@@ -436,17 +444,20 @@ class EagerBlockTest(unittest.TestCase):
             result, _ = self.run_block(KERNEL, timed=6, rechecks=2, seed=5)
         self.assertEqual(result["status"], "passed", result["reason"])
         self.assertEqual(result["timing"]["block"]["inputs"], "drawn at each call")
-        inter, _ = run(KERNEL, timed=6, rechecks=2, seed=5)
+        inter, _ = run_interleaved(KERNEL, timed=6, rechecks=2, seed=5)
         self.assertEqual(result["seeds"]["timed"], inter["seeds"]["timed"])
 
     def test_a_wrong_timed_call_is_caught_with_its_number(self):
         # calls 1-5 are the correctness draws, 6-15 the warm-up: call 16 on is timed
         wrong = KERNEL.replace("return y.to(hidden_states.dtype)",
                                "return (y * (1.0 if len(CALLS) != 18 else 1.5)).to(hidden_states.dtype)")
-        result, _ = self.run_block(wrong, timed=6, rechecks=0, seed=3)
+        from unittest import mock
+        with mock.patch.dict(os.environ, {"MKB_JUDGE_PRIME": "0"}):  # no call of solve between them
+            result, _ = self.run_block(wrong, timed=6, rechecks=0, seed=3)
         self.assertEqual(result["status"], "failed")
         self.assertRegex(result["reason"], r"^timed call 3: ")
-        result, _ = self.run_block(wrong, timed=6, rechecks=6, seed=3)
+        with mock.patch.dict(os.environ, {"MKB_JUDGE_PRIME": "0"}):
+            result, _ = self.run_block(wrong, timed=6, rechecks=6, seed=3)
         self.assertEqual(result["status"], "failed")
         self.assertRegex(result["reason"], r"^re-check of timed call 3: ")
 
@@ -540,16 +551,24 @@ class KnobsTest(unittest.TestCase):
                    "MKB_JUDGE_REPLY": "spin"})
         self.assertEqual((k.spin_s, k.warm, k.keep, k.reply_spin_s), (0.0, "touch", True, SPIN_S))
         k = Knobs({"MKB_JUDGE_WAIT": "yes", "MKB_JUDGE_PREP": "hot", "MKB_JUDGE_KEEP": "true",
-                   "MKB_JUDGE_REPLY": "1", "MKB_JUDGE_REPEAT": "yes", "MKB_JUDGE_PRIME": "on"})
+                   "MKB_JUDGE_REPLY": "1", "MKB_JUDGE_REPEAT": "yes", "MKB_JUDGE_PRIME": "off"})
         self.assertEqual((k.spin_s, k.warm, k.keep, k.reply_spin_s, k.between_s, k.repeat, k.prime),
-                         (SPIN_S, False, False, 0.0, 0.0, False, False))
+                         (SPIN_S, False, False, 0.0, 0.0, False, True))
         k = Knobs({"MKB_JUDGE_WAIT": "hot", "MKB_JUDGE_REPEAT": "1", "MKB_JUDGE_PRIME": "1"})
         self.assertEqual((k.spin_s, k.between_s, k.repeat, k.prime), (SPIN_S, SPIN_S, True, True))
-        self.assertEqual((k.go, k.reply_box, k.eager_block), ("socket", False, False))
-        k = Knobs({"MKB_JUDGE_GO": "mailbox", "MKB_JUDGE_REPLY": "mailbox", "MKB_JUDGE_EAGER": "block"})
-        self.assertEqual((k.go, k.reply_box, k.eager_block, k.reply_spin_s), ("mailbox", True, True, 0.0))
-        k = Knobs({"MKB_JUDGE_GO": "shm", "MKB_JUDGE_REPLY": "box", "MKB_JUDGE_EAGER": "1"})
-        self.assertEqual((k.go, k.reply_box, k.eager_block), ("socket", False, False))
+        # the timed procedure: on by default (block, both boxes, the prime),
+        # each part off only when named so exactly
+        k = Knobs({})
+        self.assertEqual((k.go, k.reply_box, k.eager_block, k.prime), ("mailbox", True, True, True))
+        k = Knobs({"MKB_JUDGE_GO": "socket", "MKB_JUDGE_REPLY": "socket", "MKB_JUDGE_EAGER": "interleaved",
+                   "MKB_JUDGE_PRIME": "0"})
+        self.assertEqual((k.go, k.reply_box, k.eager_block, k.prime, k.reply_spin_s),
+                         ("socket", False, False, False, 0.0))
+        k = Knobs({"MKB_JUDGE_REPLY": "spin"})
+        self.assertEqual((k.reply_box, k.reply_spin_s), (False, SPIN_S))
+        k = Knobs({"MKB_JUDGE_GO": "shm", "MKB_JUDGE_REPLY": "box", "MKB_JUDGE_EAGER": "0",
+                   "MKB_JUDGE_PRIME": "no"})
+        self.assertEqual((k.go, k.reply_box, k.eager_block, k.prime), ("mailbox", True, True, True))
         from mkb_grader.evaluate import LOOP_MAX
         self.assertEqual([Knobs({"MKB_JUDGE_LOOP": v}).loop for v in ("", "yes", "-3", "2.5", "20", "99999")],
                          [0, 0, 0, 0, 20, LOOP_MAX])

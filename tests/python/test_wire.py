@@ -127,6 +127,20 @@ class MailboxTest(unittest.TestCase):
         t.join()
         self.assertEqual(msg, {"op": "go"})
 
+    def test_a_long_wait_naps_after_the_spin(self):
+        # a message that comes after the spin's limit is still read, and the
+        # waiting side slept most of the time (its CPU time well under the wait)
+        from unittest import mock
+        with mock.patch.object(self.mailbox, "SPIN_LIMIT_S", 0.02):
+            box = self.mailbox.Mailbox(self.box.fd, writer=False)
+            t = later(0.3, lambda: self.box.put({"op": "late"}))
+            cpu0 = time.process_time()
+            got = box.get(spin_s=self.mailbox.SPIN_LIMIT_S)
+            cpu = time.process_time() - cpu0
+            t.join()
+        self.assertEqual(got, {"op": "late"})
+        self.assertLess(cpu, 0.15)
+
     def test_descriptors_still_through_the_socket(self):
         r, w = os.pipe()
         try:
@@ -172,6 +186,20 @@ class MailboxTest(unittest.TestCase):
         self.checker.box_in, box = None, self.checker.box_in
         self.assertEqual(self.checker.recv(timeout=1), ({"ok": True, "mapped": False}, []))
         self.checker.box_in = box
+
+    def test_a_reply_after_the_alive_check_is_seen(self):
+        # a reply that comes after the wait's first look at the socket (every
+        # 0.5 s), with a timeout left on the socket by an earlier recv: seen
+        # at once, not after that timeout
+        self.candidate.send({"ok": True}, socket_only=True)
+        self.assertEqual(self.checker.recv(timeout=30), ({"ok": True}, []))  # leaves a 30 s timeout set
+        self.reply_box()
+        t = later(0.8, lambda: self.candidate.send({"ok": True, "late": 1}))
+        t0 = time.perf_counter()
+        got = self.checker.recv(timeout=30)
+        t.join()
+        self.assertEqual(got, ({"ok": True, "late": 1}, []))
+        self.assertLess(time.perf_counter() - t0, 5)
 
     def test_a_candidate_that_never_replies_times_out(self):
         self.reply_box()
