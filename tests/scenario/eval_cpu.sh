@@ -198,16 +198,18 @@ assert t[\"phases\"][\"repeat_ms\"] > 0, t
 "
 '
 
-expect 'MKB_JUDGE_PRIME=1 (diagnosis): solve on the last inputs before each call, recorded' '
+expect 'the timed procedure by default: the block, both boxes and the prime, recorded; MKB_JUDGE_PRIME=0 and the others turn parts off' '
 	evaljson 28 28_torch_ok.py --timed 6
-	python3 -c "import json; t = json.load(open(\"out.json\"))[\"timing\"]; assert \"prime\" not in t and \"prime_ms\" not in t[\"phases\"], t"
-	MKB_JUDGE_PRIME=1 evaljson 28 28_torch_ok.py --timed 6
 	[ "$(field status <out.json)" = passed ]
 	python3 -c "
 import json
 t = json.load(open(\"out.json\"))[\"timing\"]
 assert t[\"prime\"] is True and t[\"phases\"][\"prime_ms\"] > 0, t
+assert t[\"eager\"] == \"block\" and t[\"go\"] == {\"channel\": \"mailbox\", \"replies\": \"mailbox\"}, t
 "
+	MKB_JUDGE_PRIME=0 MKB_JUDGE_EAGER=interleaved MKB_JUDGE_GO=socket evaljson 28 28_torch_ok.py --timed 6
+	[ "$(field status <out.json)" = passed ]
+	python3 -c "import json; t = json.load(open(\"out.json\"))[\"timing\"]; assert not ({\"prime\", \"eager\", \"go\"} & set(t)) and \"prime_ms\" not in t[\"phases\"], t"
 '
 
 expect '--fixed-layout: checker and candidate without address randomisation and with hash seed 0, each saying so; without it both random' '
