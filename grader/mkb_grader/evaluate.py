@@ -1098,8 +1098,9 @@ class Evaluation:
                 if arena.output_slots(expected) != slots:
                     # the call's output slots were sized from the first warm-up
                     # call's outputs: the judge's assumption failed, not the kernel
-                    raise Outcome("infra_error", "MKB_JUDGE_EAGER=block: this problem's outputs change "
-                                                 "shape from draw to draw; evaluate it without the switch")
+                    raise Outcome("infra_error", "the baseline's block: this problem's outputs change "
+                                                 "shape from draw to draw; evaluate it with "
+                                                 "MKB_JUDGE_EAGER=interleaved")
                 actual, kept[i] = kept[i][0], None
                 self._check_timed(i, actual, expected, i in recheck,
                                   lambda seed=seeds[i]: self.draw(None, seed)[1])
