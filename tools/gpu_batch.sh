@@ -20,6 +20,11 @@
 #                                     for CAT_PROBLEMS (default all) and CAT_WORKLOADS
 #   tools/gpu_batch.sh compile        the catalog's torch.compile column (--compile --jobs JOBS,
 #                                     ROW_S per row) for CAT_PROBLEMS on CAT_WORKLOADS (visible)
+#   tools/gpu_batch.sh compare [P]    tools/gpu_judge.sh compare: the old judge beside the new one
+#                                     on the shipped solutions of P (default all 28), visible,
+#                                     and the new one on held-out (its ROUNDS, VARIANTS,
+#                                     NO_HELDOUT, ZYGOTE); kernels not reached by the deadline
+#                                     are missing: name the rest in the next call
 #   tools/gpu_batch.sh kernels [P]    shipped solutions of problems P (default the five
 #                                     rewritten in session 12), visible + held-out
 #   tools/gpu_batch.sh startup        tools/startup_probe.py: a candidate's start-up, cold and
@@ -31,7 +36,9 @@
 #                                     N/dsl); AB=1: default and noise measures on,
 #                                     interleaved, side by side (about 150 s per kernel);
 #                                     PAR=4: four kernels at once (noise_study.sh: which fit);
-#                                     EVALS=3: evaluations per kernel (default 5)
+#                                     EVALS=3: evaluations per kernel (default 5);
+#                                     BLOCKS: timing-probe blocks per kernel (its default);
+#                                     BEFORE=, REDUCED=: noise_study.sh's
 #   tools/gpu_batch.sh layout [P]     tools/layout_probe.py (no judge) on the shipped kernels
 #                                     of P (default 28,36), random beside fixed memory layout
 #                                     in fresh processes (PROCESSES per arm, default 6);
@@ -124,6 +131,9 @@ catalog | compile)
 	cp "$work/catalog/catalog.jsonl" "$work/catalog.jsonl" 2>/dev/null
 	cp "$work/catalog/catalog.md" "$work/catalog.md" 2>/dev/null
 	;;
+compare)
+	OUT=$work bounded tools/gpu_judge.sh compare "${2:-}" 2>/dev/null | tail -40
+	;;
 kernels)
 	OUT=$work bounded tools/gpu_judge.sh all "${2:-47,49,52,60,66}" 2>/dev/null | tail -40
 	;;
@@ -159,7 +169,7 @@ layout)
 	done < <(solutions "${2:-28,36}")
 	;;
 noise)
-	OUT=$work bounded tools/noise_study.sh "${2:-28,36}" ${EVALS:+"$EVALS"} 2>"$work/stderr-noise.txt" | tail -40
+	OUT=$work bounded tools/noise_study.sh "${2:-28,36}" "${EVALS:-5}" ${BLOCKS:+"$BLOCKS"} 2>"$work/stderr-noise.txt" | tail -40
 	;;
 *)
 	echo "gpu_batch: unknown step '$step'" >&2

@@ -31,6 +31,13 @@
 # the A/B sets cold processes beside forked ones (REDUCED= empty: the zygote
 # and nothing else). Rows record it as "start": "zygote" or "cold".
 #
+# BEFORE="ENV=V ..." (with AB=1): the judge before a change beside it after.
+# The first configuration's evaluations run with these settings (rows
+# "config": "before"), the second's with the judge's default plus $REDUCED
+# (rows "config": "default" when REDUCED is empty, else "reduced"). Session
+# 30 set BEFORE to the timed procedure the default replaced:
+#     BEFORE="MKB_JUDGE_EAGER=interleaved MKB_JUDGE_GO=socket MKB_JUDGE_REPLY=socket MKB_JUDGE_PRIME=0" REDUCED=
+#
 # LAYOUT=fixed (with AB=1): the "reduced" evaluations also get `mkb eval
 # --fixed-layout` (checker and candidate with the same memory layout and hash
 # seed every time: no address-space randomisation, PYTHONHASHSEED=0), so the
@@ -71,6 +78,12 @@ fixed)
 	;;
 *) echo "noise: LAYOUT must be fixed" >&2; exit 2 ;;
 esac
+before=${BEFORE:-}
+read -ra before_env <<<"$before"
+[ -z "$before" ] || [ -n "${AB:-}" ] || { echo "noise: BEFORE needs AB=1" >&2; exit 2; }
+for v in "${before_env[@]}"; do
+	[[ "$v" == [A-Za-z_]*=* ]] || { echo "noise: BEFORE is ENV=VALUE words, not '$v'" >&2; exit 2; }
+done
 OUT=${OUT:-/tmp/mkb-noise}
 mkdir -p "$OUT"
 rows="$OUT/noise.jsonl"
@@ -81,9 +94,16 @@ parts="$OUT/parts" # one rows file per kernel: parallel kernels never share a fi
 rm -rf "$parts" && mkdir -p "$parts"
 reduced=${REDUCED---pin-cpus auto --warmup-until 0.02 --gc-freeze}
 read -ra reduced_flags <<<"$reduced"
+# the A/B's two configurations: default and reduced, or before and the
+# default (plus $REDUCED's flags, if any)
+first=default second=reduced
+if [ -n "$before" ]; then
+	first=before
+	[ -n "$reduced" ] || second=default
+fi
 read -ra eval_flags <<<"${EVAL_FLAGS:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader >"$OUT/machine.txt" 2>&1
-echo "cores: $(nproc) of $(getconf _NPROCESSORS_ONLN)${AB:+; reduced: $reduced}; kernels at once: $par${zygote:+; zygote: $zygote}${layout:+; reduced layout: $layout}" >>"$OUT/machine.txt"
+echo "cores: $(nproc) of $(getconf _NPROCESSORS_ONLN)${AB:+; $second: ${reduced:-the default}}${before:+; before: $before}; kernels at once: $par${zygote:+; zygote: $zygote}${layout:+; reduced layout: $layout}" >>"$OUT/machine.txt"
 
 . tools/select.sh # solutions: which kernels a "N or N/dsl" list names
 
@@ -99,13 +119,15 @@ evaluate() { # round config [flags...]: one evaluation of $k, its row appended t
 	local i=$1 config=$2 start=cold
 	shift 2
 	local fork=() fixed=() placed=random
-	if [ "$zygote" = 1 ] || { [ "$zygote" = reduced ] && [ "$config" = reduced ]; }; then
+	if [ "$zygote" = 1 ] || { [ "$zygote" = reduced ] && [ "$config" = "$second" ]; }; then
 		fork=(--zygote "$zygote_name") start=zygote
 	fi
-	if [ "$layout" = fixed ] && [ "$config" = reduced ]; then
+	if [ "$layout" = fixed ] && [ "$config" = "$second" ]; then
 		fixed=(--fixed-layout) placed=fixed
 	fi
-	MKB_STORE="$OUT/noise-$n-$dsl.db" build/mkb eval "$p" --dsl "$dsl" --workload visible --json "${eval_flags[@]}" "${fork[@]}" "${fixed[@]}" "$@" "$k" 2>>"$OUT/stderr.txt" |
+	local settings=()
+	[ "$config" != before ] || settings=("${before_env[@]}")
+	env "${settings[@]}" MKB_STORE="$OUT/noise-$n-$dsl.db" build/mkb eval "$p" --dsl "$dsl" --workload visible --json "${eval_flags[@]}" "${fork[@]}" "${fixed[@]}" "$@" "$k" 2>>"$OUT/stderr.txt" |
 		"$MKB_PYTHON" -c 'import json, sys
 o = json.load(sys.stdin); o.pop("versions", None); o.pop("stages", None)
 o.update(kind="eval", label=sys.argv[1], round=int(sys.argv[2]), config=sys.argv[3], start=sys.argv[4], layout=sys.argv[5]); print(json.dumps(o))' \
@@ -126,11 +148,11 @@ study() { # one kernel ($n $p $dsl $k $pdir): its evaluations, then its blocks
 		if [ -z "${AB:-}" ]; then
 			evaluate "$i" default
 		elif [ $((i % 2)) = 1 ]; then
-			evaluate "$i" default
-			evaluate "$i" reduced "${reduced_flags[@]}"
+			evaluate "$i" "$first"
+			evaluate "$i" "$second" "${reduced_flags[@]}"
 		else
-			evaluate "$i" reduced "${reduced_flags[@]}"
-			evaluate "$i" default
+			evaluate "$i" "$second" "${reduced_flags[@]}"
+			evaluate "$i" "$first"
 		fi
 	done
 	[ -n "$pdir" ] && [ "$blocks" -gt 0 ] && "$MKB_PYTHON" tools/timing_probe.py --problem-dir "$pdir" \

@@ -7,7 +7,8 @@ evaluations and their spread, beside the spread of block medians within one
 process (the timing probe), with the GPU's clocks and temperature over the
 evaluations. Where the rows hold a "reduced" configuration (the study's AB
 mode: the noise measures of docs/judge.md on), a first table sets it beside
-the default one, kernel by kernel.
+the default one, kernel by kernel; where they hold a "before" configuration
+(BEFORE=: the judge's settings before a change), beside the default instead.
 
 spread = (max - min) / median. "95% CI" is the median over the evaluations
 of the half-width of each evaluation's own interval of its median, relative
@@ -23,6 +24,7 @@ import statistics
 import sys
 
 DEFAULT, REDUCED = "default", "reduced"
+BEFORE = "before"  # noise_study.sh BEFORE=: the judge's settings before a change
 
 
 def spread(values):
@@ -124,18 +126,22 @@ def read(path):
     return evals, probes, order
 
 
-def side_by_side(evals, order):
-    print("Default judge beside the noise measures on (reduced), evaluations interleaved "
-          "in one device call:\n")
-    print("| kernel | passed (default, reduced) | kernel medians, default (ms) | kernel medians, reduced (ms) "
+def side_by_side(evals, order, first=DEFAULT, second=REDUCED):
+    if first == BEFORE:
+        print("The judge before a change (before) beside its default now, evaluations interleaved "
+              "in one device call:\n")
+    else:
+        print("Default judge beside the noise measures on (reduced), evaluations interleaved "
+              "in one device call:\n")
+    print(f"| kernel | passed ({first}, {second}) | kernel medians, {first} (ms) | kernel medians, {second} (ms) "
           "| between evaluations | 95% CI (one evaluation) | calls IQR | eager between evaluations "
-          "| CPU in solve() (ms) | warm-up calls (reduced) | cores (checker, candidate) "
+          f"| CPU in solve() (ms) | warm-up calls ({second}) | cores (checker, candidate) "
           "| kernels' GPU time between evaluations |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for label in order:
-        if (label, REDUCED) not in evals:
+        if (label, second) not in evals:
             continue
-        a, b = Group(evals.get((label, DEFAULT), [])), Group(evals[(label, REDUCED)])
+        a, b = Group(evals.get((label, first), [])), Group(evals[(label, second)])
         warm = span(b.warmups) + (f" ({b.unstable} not stable)" if b.unstable else "")
         cores = " ".join(f"{c},{d}" for c, d in b.cores) or "-"
         print(f"| {label} | {len(a.passed)} of {len(a.rows)}, {len(b.passed)} of {len(b.rows)} "
@@ -195,6 +201,8 @@ def main():
     configs = [DEFAULT] + sorted({c for _, c in evals if c != DEFAULT})
     if REDUCED in configs:
         side_by_side(evals, order)
+    elif BEFORE in configs:
+        side_by_side(evals, order, BEFORE, DEFAULT)
     detail(evals, probes, order, configs)
     return 0
 

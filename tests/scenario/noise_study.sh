@@ -79,6 +79,31 @@ PY
 	! pgrep -f "mkb_grader.zygote .*--socket $name"
 '
 
+expect 'BEFORE=settings with AB=1: the "before" evaluations run under them, the others under the default; the table sets them side by side' '
+	ab_study bf "$TMP/sol" BEFORE="MKB_JUDGE_EAGER=interleaved MKB_JUDGE_PRIME=0" >out.txt 2>err.txt
+	python3 - <<PY
+import json
+rows = [json.loads(l) for l in open("bf/noise.jsonl")]
+got = sorted((r["config"], r["timing"].get("eager"), r["timing"].get("prime"), r["status"]) for r in rows)
+assert [g[0] for g in got] == ["before", "before", "default", "default"], got
+assert all(g[3] == "passed" for g in got), got
+before = [g for g in got if g[0] == "before"]
+after = [g for g in got if g[0] == "default"]
+assert all(g[1] is None and g[2] is None for g in before), before  # neither in force
+assert all(g[1] == "block" and g[2] is True for g in after), after
+PY
+	grep -q "before: MKB_JUDGE_EAGER=interleaved MKB_JUDGE_PRIME=0" bf/machine.txt
+	grep -q "The judge before a change (before) beside its default now" bf/noise.md
+	grep -q "| 28_fused_add_rmsnorm/tirx | 2 of 2, 2 of 2 |" bf/noise.md
+'
+expect 'BEFORE without AB=1, or not ENV=VALUE words, is refused before anything runs' '
+	rc=0; env OUT="$TMP/bf1" BEFORE="MKB_JUDGE_PRIME=0" SOLUTIONS="$TMP/sol" MKB_PYTHON="$TOP/build/python" \
+		bash "$TOP/tools/noise_study.sh" 28/tirx 1 0 >out.txt 2>err.txt || rc=$?
+	[ "$rc" = 2 ] && grep -q "BEFORE needs AB=1" err.txt
+	rc=0; ab_study bf2 "$TMP/sol" BEFORE="--prime" >out.txt 2>err.txt || rc=$?
+	[ "$rc" = 2 ] && grep -q "BEFORE is ENV=VALUE words" err.txt
+	[ ! -e "$TMP/bf1/noise.jsonl" ] && [ ! -e "$TMP/bf2/noise.jsonl" ]
+'
 expect 'LAYOUT=fixed with AB=1: the reduced evaluations'"'"' checker and candidate run without address randomisation and with hash seed 0, the default ones with both random' '
 	mkdir -p "$TMP/lay/28_fused_add_rmsnorm/tirx"
 	seed0=$(PYTHONHASHSEED=0 "$TOP/build/python" -c "print(hash(\"mkb\"))")
