@@ -204,6 +204,17 @@ def phase_medians(phases, trips):
 
 
 
+def out_of_memory(text):
+    """Whether an error's text is an allocation that failed for want of GPU
+    memory. torch's caching allocator, when a cudaMalloc fails, asks NVML
+    which processes hold the GPU's memory to word its OutOfMemoryError; in
+    the confined candidate NVML cannot start, and the out-of-memory arrives
+    as an internal assert of that NVML call instead (seen on an H100 with
+    problem 03's visible workload, session 30)."""
+    low = text.lower()
+    return "out of memory" in low or ("nvmlinit" in low and "cudacachingallocator" in low)
+
+
 def dsl_missing(text):
     """The reason, when a kernel's import failed (text) for want of a DSL
     that the grader's Python does not have: that is ours, not the kernel's
@@ -359,7 +370,7 @@ class Evaluation:
                 ref_anchor = self.problem.reference(*correctness.to_anchor(inputs)) if anchor else None
         except Exception as exc:
             reason = f"reference failed: {describe_exception(exc)}"
-            if "out of memory" in reason.lower():
+            if out_of_memory(reason):
                 reason += self.shared_gpu_note()
             raise Outcome("infra_error", reason) from exc
         return expected, ref_anchor
@@ -393,10 +404,13 @@ class Evaluation:
             text = str(reply.get("error"))[:600]
             if text == "kernel.py defines no solve()":
                 raise Outcome("failed", text)
-            if "out of memory" in text.lower() and self.lock and self.lock.others():
+            if out_of_memory(text) and "out of memory" not in text.lower():
+                text = ("out of GPU memory (torch words that error through NVML, which the confined "
+                        "candidate cannot start): " + text)[:600]
+            if out_of_memory(text) and self.lock and self.lock.others():
                 raise Outcome("infra_error", f"out of GPU memory during {self.stage} while other "
                                              f"evaluations were using the GPU (redo it alone): {text}")
-            if "out of memory" in text.lower() and (crowded := self.gpu_crowded_by_checker()):
+            if out_of_memory(text) and (crowded := self.gpu_crowded_by_checker()):
                 raise Outcome("infra_error", f"out of GPU memory during {self.stage}: {crowded}: "
                                              f"this workload needs a GPU with more memory ({text[:200]})")
             if reply.get("cuda"):

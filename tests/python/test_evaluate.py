@@ -539,6 +539,50 @@ class CrowdedGpuTest(unittest.TestCase):
         self.assertIsNone(self.crowded(60 * 2**30, 80 * 2**30, device="cpu"))
 
 
+class OutOfMemoryTest(unittest.TestCase):
+    """The candidate's out-of-memory in both forms it takes: torch's
+    OutOfMemoryError, and the NVML assert its caching allocator raises
+    instead in the confined candidate (an H100, problem 03 visible,
+    session 30), which the crowded-GPU rule must see too."""
+
+    NVML = ('RuntimeError: NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at '
+            '"/pytorch/c10/cuda/CUDACachingAllocator.cpp":1135, please report a bug to PyTorch.')
+
+    def test_both_forms_are_out_of_memory_and_nothing_else_is(self):
+        from mkb_grader.evaluate import out_of_memory
+        self.assertTrue(out_of_memory("OutOfMemoryError: CUDA out of memory. Tried to allocate 3.60 GiB"))
+        self.assertTrue(out_of_memory(self.NVML))
+        self.assertFalse(out_of_memory("RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at somewhere.cpp"))
+        self.assertFalse(out_of_memory("RuntimeError: CUDA error: an illegal memory access was encountered"))
+
+    def ask(self, error, crowded):
+        from types import SimpleNamespace
+        from mkb_grader.evaluate import Evaluation, Outcome
+
+        class Peer:
+            def send(self, msg, fds=()):
+                pass
+
+            def recv(self, timeout=None, spin=0.0):
+                return {"error": error}, []
+        ev = SimpleNamespace(peer=Peer(), budget_s=10.0, stage="correctness", lock=None, result={},
+                             req={}, gpu_crowded_by_checker=lambda: crowded)
+        with self.assertRaises(Outcome) as got:
+            Evaluation.ask(ev, {"op": "solve"})
+        return got.exception.status, got.exception.reason
+
+    def test_the_nvml_form_beside_a_crowding_checker_is_the_machines(self):
+        status, reason = self.ask(self.NVML, "the checker holds 60.0 GiB of the GPU's 79.2 GiB")
+        self.assertEqual(status, "infra_error")
+        self.assertIn("this workload needs a GPU with more memory", reason)
+        self.assertIn("out of GPU memory (torch words that error through NVML", reason)
+
+    def test_the_nvml_form_alone_is_the_kernels_and_says_memory(self):
+        status, reason = self.ask(self.NVML, None)
+        self.assertEqual(status, "failed")
+        self.assertTrue(reason.startswith("correctness raised out of GPU memory"), reason)
+
+
 class KnobsTest(unittest.TestCase):
     """The diagnosis switches: off unless named exactly, from the mapping
     given (the evaluation's environment), never another value."""

@@ -33,6 +33,15 @@ expect 'a kernel graded through it passes, forked, under the same confinement as
 	[ -n "$(field confinement <z.json)" ]
 '
 
+expect 'a forked candidate writes Triton'"'"'s cache under its own HOME, as a cold one does (not the zygote'"'"'s)' '
+	"${MKB_PYTHON:-$TOP/build/python}" -c "import triton" # ships with the grader venv'"'"'s torch
+	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --json "$TOP/tests/kernels/28_triton_cache.py" >t.json
+	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --json "$TOP/tests/kernels/28_triton_cache.py" >u.json
+	[ "$(field candidate_start <t.json)" = zygote ]
+	[ "$(field status <t.json)" = passed ] || { field reason <t.json; false; }
+	[ "$(field status <u.json)" = passed ]
+'
+
 expect 'a forked checker reads the evaluation'"'"'s environment, not the zygote'"'"'s (MKB_JUDGE_REPLY)' '
 	MKB_JUDGE_REPLY=spin "$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --json "$TOP/tests/kernels/28_torch_ok.py" >s.json
 	[ "$(field checker_start <s.json)" = zygote ]
