@@ -160,7 +160,8 @@ json_t *verdict_to_json(const struct verdict *v, int problem, const char *dsl,
 	json_object_set_new(o, "checker_start", json_string(v->checker_from_zygote ? "zygote" : "cold"));
 	json_object_set(o, "stages", v->stages); /* each with "t", seconds since the checker started */
 	const char *keys[] = {"errors", "versions", "timing", "outputs_checked", "trusted_checker",
-			      "kernel_ci_ms", "eager_ci_ms", "speedup_ci", "timed_calls", "dsl_share", "launches"};
+			      "kernel_ci_ms", "eager_ci_ms", "speedup_ci", "timed_calls", "dsl_share", "launches",
+			      "checker_cache_released_gib"};
 	json_t *extra[ARRAY_SIZE(keys)];
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
 		extra[i] = json_object_get(v->result, keys[i]);

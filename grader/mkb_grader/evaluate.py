@@ -50,6 +50,10 @@ SOL_MARGIN = 0.9
 # calls' outputs may take: at most this many bytes and this share of the
 # device's free memory.
 EAGER_BLOCK_MEMORY = (4 << 30, 0.25)
+# GPU memory torch's allocator keeps cached in the checker but no tensor
+# uses, over which it is handed back to the driver before the candidate's
+# calls (release_cache)
+RELEASE_CACHE_BYTES = 1 << 30
 # (MKB_JUDGE_LOOP) the most back-to-back calls the diagnosis may ask for
 LOOP_MAX = 200
 # Between its prepare and its call the candidate polls for the "go" without
@@ -374,6 +378,24 @@ class Evaluation:
                 reason += self.shared_gpu_note()
             raise Outcome("infra_error", reason) from exc
         return expected, ref_anchor
+
+    def release_cache(self):
+        """Hand the checker's cached but unused GPU memory back to the driver
+        before the candidate's calls, when it is over RELEASE_CACHE_BYTES:
+        mostly the float64 anchor's temporaries, which the old in-process
+        judge's kernel could reuse from the same cache, but a candidate in
+        another process cannot (problem 03's visible workload, whose anchor
+        needs tens of GB, ran out in the candidate on an 80 GB H100 in
+        session 30 while the old judge passed it). Recorded as
+        checker_cache_released_gib. Never between timed calls."""
+        if self.device != "cuda" or not torch.cuda.is_available():
+            return
+        idle = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        if idle < RELEASE_CACHE_BYTES:
+            return
+        torch.cuda.empty_cache()
+        done = self.result.get("checker_cache_released_gib", 0.0)
+        self.result["checker_cache_released_gib"] = round(done + idle / 2**30, 2)
 
     def shared_gpu_note(self):
         """What an infrastructure failure's reason says when other
@@ -702,6 +724,7 @@ class Evaluation:
             _, inputs = self.draw("correctness")
             expected, anchor = self.reference_outputs(inputs)
             self.stage_inputs(inputs, expected)
+            self.release_cache()
             actual, _, _, raw, _, _, _ = self.call(expected)
             label = f"draw {k + 1}/{self.draws}"
             rows = self.compare(actual, expected, anchor, label)
@@ -715,6 +738,7 @@ class Evaluation:
         self.result["correct"] = True
         if self.timed <= 0:
             return
+        self.release_cache()
         self._time()
 
     def _note_reference_error(self, expected, anchor):

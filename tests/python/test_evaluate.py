@@ -583,6 +583,33 @@ class OutOfMemoryTest(unittest.TestCase):
         self.assertTrue(reason.startswith("correctness raised out of GPU memory"), reason)
 
 
+class ReleaseCacheTest(unittest.TestCase):
+    """The checker's cached but unused GPU memory goes back to the driver
+    before the candidate's calls when it is large (the candidate, another
+    process, cannot use it), and stays cached when small or on the CPU."""
+
+    def release(self, reserved, allocated, device="cuda", before=None):
+        from types import SimpleNamespace
+        from unittest import mock
+        from mkb_grader.evaluate import Evaluation
+        ev = SimpleNamespace(device=device, result={} if before is None else
+                             {"checker_cache_released_gib": before})
+        with mock.patch.object(torch.cuda, "is_available", return_value=True), \
+                mock.patch.object(torch.cuda, "memory_reserved", return_value=reserved), \
+                mock.patch.object(torch.cuda, "memory_allocated", return_value=allocated), \
+                mock.patch.object(torch.cuda, "empty_cache") as empty:
+            Evaluation.release_cache(ev)
+        return empty.call_count, ev.result.get("checker_cache_released_gib")
+
+    def test_large_idle_cache_is_released_and_counted(self):
+        self.assertEqual(self.release(40 * 2**30, 8 * 2**30), (1, 32.0))
+        self.assertEqual(self.release(10 * 2**30, 2 * 2**30, before=32.0), (1, 40.0))
+
+    def test_small_idle_cache_or_the_cpu_is_left_alone(self):
+        self.assertEqual(self.release(9 * 2**30, 8 * 2**30 + 2**29), (0, None))
+        self.assertEqual(self.release(40 * 2**30, 8 * 2**30, device="cpu"), (0, None))
+
+
 class KnobsTest(unittest.TestCase):
     """The diagnosis switches: off unless named exactly, from the mapping
     given (the evaluation's environment), never another value."""
