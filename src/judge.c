@@ -538,7 +538,9 @@ int judge_zygote_exec(const struct judge_opts *o, const char *socket_path)
 	free(checker_name);
 	if (pid < 0)
 		warning("the checkers' zygote did not start: %s (checkers start cold)", strerror(errno));
-	const char *argv[] = {python, "-m", "mkb_grader.zygote", "--socket", socket_path, "--library", lib, NULL};
+	/* python becomes this process: it removes the scratch folder when it ends */
+	const char *argv[] = {python, "-m", "mkb_grader.zygote", "--socket", socket_path, "--library", lib,
+			      "--scratch", cs.scratch, NULL};
 	execve(python, (char *const *)argv, (char *const *)cs.env);
 	error("cannot run '%s': %s", python, strerror(errno));
 	free(lib);

@@ -318,12 +318,22 @@ def main():
                     help="whom it forks: confined candidates, or the trusted checker (a zygote "
                          "of its own: what a checker's request carries must never be copied "
                          "into a candidate)")
+    ap.add_argument("--scratch", help="the folder `mkb zygote` made for it (its HOME and TMPDIR), "
+                                      "removed when it ends: mkb has become this process")
     a = ap.parse_args()
-    done, secs = preimport(a.role)
-    z = Zygote(a.socket, a.library, a.role)
-    print(json.dumps({"zygote": a.socket, "role": a.role, "pid": os.getpid(), "imported": done,
-                      "import_s": round(secs, 3)}), flush=True)
-    z.serve()
+    # a SIGTERM during the imports ends us through the finally below (serve
+    # sets its own handler once listening)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        done, secs = preimport(a.role)
+        z = Zygote(a.socket, a.library, a.role)
+        print(json.dumps({"zygote": a.socket, "role": a.role, "pid": os.getpid(), "imported": done,
+                          "import_s": round(secs, 3)}), flush=True)
+        z.serve()
+    finally:
+        if a.scratch:
+            import shutil
+            shutil.rmtree(a.scratch, ignore_errors=True)
     return 0
 
 

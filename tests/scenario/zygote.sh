@@ -187,13 +187,17 @@ expect 'every trust-boundary exploit gets its verdict through the zygote too' '
 	grep -q "0 failed" adv.txt
 '
 
-expect 'SIGTERM ends both zygotes; evaluations start cold again' '
+expect 'SIGTERM ends both zygotes and removes the candidates'"'"' zygote'"'"'s scratch folder; evaluations start cold again' '
 	zc=$(pgrep -f "mkb_grader.zygote --role checker --socket $SOCK:checker")
+	home=$(tr "\0" "\n" </proc/$zpid/environ | sed -n "s/^HOME=//p")
+	case "$home" in */mkb-candidate-*) ;; *) echo "zygote HOME: $home"; false ;; esac
+	[ -d "$home" ]
 	kill -TERM $zpid
 	for _ in $(seq 100); do kill -0 $zpid 2>/dev/null || break; sleep 0.1; done
 	! kill -0 $zpid 2>/dev/null
 	for _ in $(seq 50); do kill -0 $zc 2>/dev/null || break; sleep 0.1; done
 	! kill -0 $zc 2>/dev/null
+	[ ! -e "$home" ]
 	"$MKB" eval 28 --dsl cutedsl $FAST --no-store --zygote "$SOCK" --json "$TOP/tests/kernels/28_torch_ok.py" >gone.json 2>/dev/null
 	[ "$(field candidate_start <gone.json)" = cold ]
 	[ "$(field checker_start <gone.json)" = cold ]
