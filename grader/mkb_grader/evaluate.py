@@ -207,7 +207,6 @@ def phase_medians(phases, trips):
     return out
 
 
-
 def out_of_memory(text):
     """Whether an error's text is an allocation that failed for want of GPU
     memory. torch's caching allocator, when a cudaMalloc fails, asks NVML
