@@ -55,7 +55,8 @@
 # The old judge is the in-process one of commit 69b247a, whose src/ and
 # grader/ a developer unpacks into old/ (ignored; carried):
 #     mkdir -p old && git archive 69b247a src grader Makefile | tar -x -C old
-# Rows go to $OUT/<step>.jsonl as they finish; a table is printed last.
+# Rows go to $OUT/<step>.jsonl as they finish; a table is printed last, and
+# written to $OUT/<step>.md (also when SIGTERM, a deadline, stops the step).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . tools/device_env.sh
@@ -73,6 +74,9 @@ machine() {
 	"$MKB_PYTHON" -c 'import sys, torch, importlib.metadata as m; print("python:", sys.version.split()[0], "torch:", torch.__version__); [print(d + ":", m.version(d)) for d in ("nvidia-cutlass-dsl", "apache-tvm", "apache-tvm-ffi")]' 2>&1
 }
 machine >"$OUT/machine-$step.txt"
+# the table of the rows so far (at the end, or when a deadline stops the step)
+table() { "$MKB_PYTHON" tools/judge_table.py "$rows" "$OUT/machine-$step.txt" | tee "$OUT/$step.md"; }
+[ "$step" = pingpong ] || trap 'log "gpu_judge: stopped"; table; exit 124' TERM
 
 build_old() {
 	[ -x old/build/mkb ] && return 0
@@ -343,4 +347,4 @@ esac
 
 # the probe's rows are not evaluations: its own tables are in pingpong.md
 [ "$step" = pingpong ] && exit 0
-"$MKB_PYTHON" tools/judge_table.py "$rows" "$OUT/machine-$step.txt" | tee "$OUT/$step.md"
+table
