@@ -129,11 +129,27 @@ static void test_json_has_required_fields(void)
 	verdict_release(&v);
 }
 
+static void test_json_passes_the_graders_extra_fields(void)
+{
+	struct verdict v;
+	verdict_init(&v);
+	from_json(&v, "{\"status\": \"passed\", \"passed\": true, \"imported\": true, \"correct\": true,"
+		      " \"kernel_ms\": 0.5, \"eager_ms\": 2.0, \"speedup\": 4.0, \"outputs_checked\": 55,"
+		      " \"checker_cache_released_gib\": 32.5, \"not_a_verdict_field\": 1}");
+	json_t *j = verdict_to_json(&v, 3, "tirx", "visible", "cuda");
+	CHECK(json_integer_value(json_object_get(j, "outputs_checked")) == 55);
+	CHECK(json_real_value(json_object_get(j, "checker_cache_released_gib")) == 32.5);
+	CHECK(json_object_get(j, "not_a_verdict_field") == NULL); /* only the listed extras */
+	json_decref(j);
+	verdict_release(&v);
+}
+
 const struct unit_test verdict_tests[] = {
 	{"grader results are parsed and inconsistent ones distrusted", test_result_parsing},
 	{"feedback text of a failed submission", test_feedback_failed},
 	{"feedback text is bounded", test_feedback_bounded},
 	{"feedback text shows the run-time DSL rules", test_feedback_launches},
 	{"--json carries the required fields", test_json_has_required_fields},
+	{"--json carries the grader's listed extra fields, no others", test_json_passes_the_graders_extra_fields},
 };
 const size_t verdict_ntests = sizeof(verdict_tests) / sizeof(verdict_tests[0]);
