@@ -29,6 +29,8 @@ serve() { # SCENARIO: the model server on it; $URL, requests.json
 	rm -f port requests.json
 	python3 "$TOP/tests/llm/server.py" "$SCEN/$1.json" requests.json >port 2>server.err &
 	SERVER=$!
+	# a test's body is a subshell: the server ends with it, not with the suite
+	trap 'kill $SERVER 2>/dev/null || true' EXIT
 	for _ in $(seq 200); do [ -s port ] && break; sleep 0.05; done
 	URL=http://127.0.0.1:$(cat port)
 }
@@ -345,6 +347,10 @@ expect 'bad usage is refused with exit 2' '
 	grep -q "model is required" err.txt && grep -q "dsl is required" err.txt
 	grep -q "response-format wants text, json-schema or json-object" err.txt
 	grep -q "response-format json-schema is for openai: models only" err.txt
+'
+
+expect 'no model server outlives the test that started it' '
+	! pgrep -f "tests/llm/server.py $SCEN/" >/dev/null
 '
 
 finish
