@@ -169,7 +169,7 @@ layout)
 	done < <(solutions "${2:-28,36}")
 	;;
 noise)
-	OUT=$work bounded tools/noise_study.sh "${2:-28,36}" "${EVALS:-5}" ${BLOCKS:+"$BLOCKS"} 2>"$work/stderr-noise.txt" | tail -40
+	OUT=$work bounded tools/noise_study.sh "${2:-28,36}" "${EVALS:-}" ${BLOCKS:+"$BLOCKS"} 2>"$work/stderr-noise.txt" | tail -40
 	;;
 *)
 	echo "gpu_batch: unknown step '$step'" >&2

@@ -425,13 +425,14 @@ class Evaluation:
             text = str(reply.get("error"))[:600]
             if text == "kernel.py defines no solve()":
                 raise Outcome("failed", text)
-            if out_of_memory(text) and "out of memory" not in text.lower():
+            oom = out_of_memory(text)
+            if oom and "out of memory" not in text.lower():
                 text = ("out of GPU memory (torch words that error through NVML, which the confined "
                         "candidate cannot start): " + text)[:600]
-            if out_of_memory(text) and self.lock and self.lock.others():
+            if oom and self.lock and self.lock.others():
                 raise Outcome("infra_error", f"out of GPU memory during {self.stage} while other "
                                              f"evaluations were using the GPU (redo it alone): {text}")
-            if out_of_memory(text) and (crowded := self.gpu_crowded_by_checker()):
+            if oom and (crowded := self.gpu_crowded_by_checker()):
                 raise Outcome("infra_error", f"out of GPU memory during {self.stage}: {crowded}: "
                                              f"this workload needs a GPU with more memory ({text[:200]})")
             if reply.get("cuda"):

@@ -41,13 +41,16 @@ ENTER_TIMEOUT_S = 30
 
 
 def home_from_env(modules, environ):
-    """What the imports in the zygote computed from its own HOME, pointed at
-    this child's (environ: the request's environment, already in force).
-    Triton (imported by torch) fixes its cache's home at import, so a forked
-    candidate's first Triton kernel would write under the zygote's scratch
-    folder, which its sandbox does not let it write (found with the
-    rule_triton exploit, session 30: PermissionError instead of the DSL
-    rule's verdict); its knob reads TRITON_HOME at each use."""
+    """What the imports in the zygote computed from its own HOME and TMPDIR,
+    pointed at this child's (environ: the request's environment, already in
+    force). tempfile caches its folder at first use. Triton (imported by
+    torch) fixes its cache's home at import, so a forked candidate's first
+    Triton kernel would write under the zygote's scratch folder, which its
+    sandbox does not let it write (found with the rule_triton exploit,
+    session 30: PermissionError instead of the DSL rule's verdict); its knob
+    reads TRITON_HOME at each use."""
+    if "tempfile" in modules:
+        modules["tempfile"].tempdir = None
     if "triton" in modules and "HOME" in environ and "TRITON_HOME" not in environ:
         environ["TRITON_HOME"] = environ["HOME"]
 
@@ -217,8 +220,6 @@ class Zygote:
                     os._exit(126)
                 os.environ.clear()
                 os.environ.update(env)
-                import tempfile
-                tempfile.tempdir = None  # cached from the zygote's TMPDIR by the imports
                 home_from_env(sys.modules, os.environ)
                 if self.role == "candidate":
                     sys.argv = ["-m mkb_grader.candidate"]
